@@ -1,0 +1,101 @@
+"""Exact money: integer units at each currency's scale, never float.
+
+>>> m = parse_amount("0.025852", "Bitcoin", field="Amount Paid")
+>>> m.units, m.currency, m.scale
+(2585200, 'Bitcoin', 8)
+>>> str(m.to_decimal())
+'0.02585200'
+>>> format_amount(parse_amount("3697.34", "US Dollar", field="Amount Paid"))
+'3697.34'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from auditflow.errors import FieldError
+
+#: AMLworld currency names -> (ISO-like code, decimal places kept exactly).
+#: Fiat amounts in the public data carry two decimals (Yen included); Bitcoin carries six
+#: or more, so it is kept at satoshi scale (8).
+CURRENCIES: dict[str, tuple[str, int]] = {
+    "US Dollar": ("USD", 2),
+    "Euro": ("EUR", 2),
+    "Yuan": ("CNY", 2),
+    "Yen": ("JPY", 2),
+    "Rupee": ("INR", 2),
+    "UK Pound": ("GBP", 2),
+    "Canadian Dollar": ("CAD", 2),
+    "Australian Dollar": ("AUD", 2),
+    "Swiss Franc": ("CHF", 2),
+    "Mexican Peso": ("MXN", 2),
+    "Brazil Real": ("BRL", 2),
+    "Ruble": ("RUB", 2),
+    "Shekel": ("ILS", 2),
+    "Saudi Riyal": ("SAR", 2),
+    "Bitcoin": ("XBT", 8),
+}
+
+
+def currency_scale(currency: str, *, field: str = "currency") -> int:
+    try:
+        return CURRENCIES[currency][1]
+    except KeyError:
+        raise FieldError(field, currency, "unknown currency") from None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Money:
+    """An exact amount: ``units`` of 10**-scale of ``currency``."""
+
+    currency: str
+    units: int
+
+    def __post_init__(self) -> None:
+        if self.currency not in CURRENCIES:
+            raise FieldError("currency", self.currency, "unknown currency")
+        if not isinstance(self.units, int) or isinstance(self.units, bool):
+            raise FieldError("units", self.units, "money units must be an int")
+
+    @property
+    def scale(self) -> int:
+        return CURRENCIES[self.currency][1]
+
+    def to_decimal(self) -> Decimal:
+        return Decimal(self.units).scaleb(-self.scale)
+
+    def __add__(self, other: Money) -> Money:
+        if not isinstance(other, Money) or other.currency != self.currency:
+            raise ValueError(f"cannot add {other!r} to {self!r}: currencies differ")
+        return Money(self.currency, self.units + other.units)
+
+
+def parse_amount(text: str, currency: str, *, field: str) -> Money:
+    """Parse a decimal string exactly; reject precision beyond the currency's scale."""
+    scale = currency_scale(currency, field=field.replace("Amount", "Currency"))
+    raw = text.strip()
+    if not raw:
+        raise FieldError(field, text, "missing amount")
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise FieldError(field, text, "not a decimal number") from None
+    if not value.is_finite():
+        raise FieldError(field, text, "not a finite number")
+    if value < 0:
+        raise FieldError(field, text, "negative amount")
+    scaled = value.scaleb(scale)
+    if scaled != scaled.to_integral_value():
+        raise FieldError(field, text, f"more than {scale} decimals for {currency}")
+    return Money(currency, int(scaled))
+
+
+def format_amount(money: Money) -> str:
+    """Canonical text: fiat with its two decimals; Bitcoin trimmed to at least six decimals."""
+    text = f"{money.to_decimal():f}"
+    if money.scale > 6 and "." in text:
+        whole, frac = text.split(".")
+        frac = frac.rstrip("0").ljust(6, "0")
+        text = f"{whole}.{frac}"
+    return text

@@ -1,0 +1,1 @@
+"""Reports: per-alert PDF audit reports, signed manifests and the tamper-evident audit log."""
