@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from auditflow.errors import FieldError
 
@@ -77,18 +77,15 @@ def parse_amount(text: str, currency: str, *, field: str) -> Money:
     raw = text.strip()
     if not raw:
         raise FieldError(field, text, "missing amount")
-    try:
-        value = Decimal(raw)
-    except InvalidOperation:
-        raise FieldError(field, text, "not a decimal number") from None
-    if not value.is_finite():
-        raise FieldError(field, text, "not a finite number")
-    if value < 0:
+    whole, dot, frac = raw.partition(".")
+    if whole.isdigit() and whole.isascii() and (not dot or (frac.isdigit() and frac.isascii())):
+        digits = frac.rstrip("0")
+        if len(digits) > scale:
+            raise FieldError(field, text, f"more than {scale} decimals for {currency}")
+        return Money(currency, int(whole) * 10**scale + (int(digits.ljust(scale, "0")) if digits else 0))
+    if raw.startswith("-"):
         raise FieldError(field, text, "negative amount")
-    scaled = value.scaleb(scale)
-    if scaled != scaled.to_integral_value():
-        raise FieldError(field, text, f"more than {scale} decimals for {currency}")
-    return Money(currency, int(scaled))
+    raise FieldError(field, text, "not a plain decimal number (digits, optional point and decimals)")
 
 
 def format_amount(money: Money) -> str:

@@ -1,2 +1,78 @@
 """Evidence graph: the transaction graph behind one GraphStore interface (embedded networkx or
-Neo4j), multi-hop evidence traces, graph features and laundering typologies."""
+Neo4j), multi-hop evidence traces, graph features and laundering typologies.
+
+This package owns:
+
+* :class:`GraphStore` and its edge record :class:`GraphEdge` (``store``): accounts are nodes,
+  each transaction a directed edge keyed by its event id; writes are idempotent.
+* The backends: :class:`NetworkxGraphStore` (in memory, or file-backed JSON lines shared across
+  processes) and :class:`Neo4jGraphStore` (a Neo4j 5 server; the driver is imported on first use).
+  :func:`open_store` picks one from a URL.
+* :func:`trace_evidence`: the one BFS every backend runs, giving an
+  :class:`~auditflow.records.EvidenceTrace` with the same ``trace_id`` on any backend.
+* :func:`graph_features` (:data:`GRAPH_FEATURE_NAMES`, :data:`GRAPH_FEATURE_DESCRIPTIONS`) and
+  :func:`detect_typologies` (:class:`TypologyMatch`, :data:`TYPOLOGIES`).
+
+>>> with open_store("memory:") as store:
+...     trace_evidence(store, "010/A").nodes[0].hop_depth
+0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from evidence_graph.embedded import NetworkxGraphStore
+from evidence_graph.graph_features import (
+    GRAPH_FEATURE_DESCRIPTIONS,
+    GRAPH_FEATURE_NAMES,
+    graph_features,
+)
+from evidence_graph.store import GraphEdge, GraphStore
+from evidence_graph.trace import trace_evidence
+from evidence_graph.typologies import TYPOLOGIES, TypologyMatch, detect_typologies
+
+if TYPE_CHECKING:
+    from evidence_graph.neo4j_store import Neo4jGraphStore
+
+__all__ = [
+    "GRAPH_FEATURE_DESCRIPTIONS",
+    "GRAPH_FEATURE_NAMES",
+    "TYPOLOGIES",
+    "GraphEdge",
+    "GraphStore",
+    "Neo4jGraphStore",
+    "NetworkxGraphStore",
+    "TypologyMatch",
+    "detect_typologies",
+    "graph_features",
+    "open_store",
+    "trace_evidence",
+]
+
+_BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Neo4jGraphStore":  # lazy: the driver takes half a second to import
+        from evidence_graph.neo4j_store import Neo4jGraphStore
+
+        return Neo4jGraphStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(url: str, **options: Any) -> GraphStore:
+    """Open a store from a URL: ``memory:``, ``embedded:PATH`` or a Bolt URI (``bolt://...``,
+    ``neo4j://...``). ``options`` go to the backend's constructor."""
+    if url == "memory:":
+        return NetworkxGraphStore(**options)
+    if url.startswith("embedded:"):
+        path = url.removeprefix("embedded:")
+        if not path:
+            raise ValueError(f"graph url {url!r}: expected embedded:PATH")
+        return NetworkxGraphStore(path, **options)
+    if url.startswith(_BOLT_SCHEMES):
+        from evidence_graph.neo4j_store import Neo4jGraphStore
+
+        return Neo4jGraphStore(url, **options)
+    raise ValueError(f"graph url {url!r}: expected memory:, embedded:PATH or bolt://HOST:PORT")

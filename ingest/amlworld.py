@@ -64,10 +64,16 @@ def event_id_for(fields: list[str], source_offset: int) -> str:
 
 
 def _parse_timestamp(text: str) -> datetime:
-    try:
-        return datetime.strptime(text.strip(), _TS_FORMAT)
-    except ValueError:
-        raise FieldError("Timestamp", text, "expected YYYY/MM/DD HH:MM") from None
+    t = text.strip()
+    # Fixed layout YYYY/MM/DD HH:MM, parsed by slicing (strptime costs ~20 us a row).
+    if len(t) == 16 and t[4] == t[7] == "/" and t[10] == " " and t[13] == ":":
+        parts = (t[0:4], t[5:7], t[8:10], t[11:13], t[14:16])
+        if all(p.isdigit() and p.isascii() for p in parts):
+            try:
+                return datetime(*map(int, parts))
+            except ValueError:
+                pass
+    raise FieldError("Timestamp", text, "expected YYYY/MM/DD HH:MM")
 
 
 def _require(fields: list[str], i: int) -> str:
@@ -129,7 +135,10 @@ def parse_line(line: str, source_offset: int, source: str = "") -> TransactionEv
     """Parse one raw CSV line; a bad line becomes a :class:`RejectedRecord`."""
     raw = line.rstrip("\r\n")
     try:
-        fields = next(csv.reader([raw])) if raw else []
+        if '"' in raw:
+            fields = next(csv.reader([raw]))
+        else:
+            fields = raw.split(",") if raw else []
         return parse_row(fields, source_offset)
     except FieldError as e:
         return RejectedRecord(source, source_offset, raw, e.field, str(e.value), e.reason)
@@ -146,7 +155,7 @@ def check_header(line: str, source: str = "") -> None:
 def read_transactions(path: str | Path) -> Iterator[TransactionEvent | RejectedRecord]:
     """Stream a transactions CSV: yields events and rejects in file order (line 1 is the header)."""
     source = str(path)
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         header = fh.readline()
         check_header(header, source)
         for lineno, line in enumerate(fh, start=2):

@@ -1,1 +1,33 @@
-"""Reports: per-alert PDF audit reports, signed manifests and the tamper-evident audit log."""
+"""Reports: per-alert PDF audit reports, signed manifests and the tamper-evident audit log.
+
+This package owns what an auditor receives from a run:
+
+* :func:`render_alert_report` writes ``<alert_id>.pdf`` (deterministic, byte-identical for the
+  same inputs) and ``<alert_id>.manifest.json`` (file hashes plus an HMAC-SHA256 signature over
+  the canonical :class:`~auditflow.records.ReportManifest` body); :func:`verify_manifest`
+  checks both.
+* :class:`AuditLog` appends hash-chained JSON lines; :func:`verify_audit_log` names the line
+  where the chain was edited, cut, extended or reordered.
+* :func:`render_run_summary` turns run counters into a :mod:`rich` table for the terminal.
+
+Domain records come from :mod:`auditflow.records`; nothing here redefines them.
+"""
+
+from reports.alert_report import render_alert_pdf, render_alert_report, report_id_for
+from reports.audit_log import GENESIS_HASH, AuditLog, verify_audit_log
+from reports.manifest import canonical_json, manifest_signature, sign_manifest, verify_manifest
+from reports.run_summary import render_run_summary
+
+__all__ = [
+    "GENESIS_HASH",
+    "AuditLog",
+    "canonical_json",
+    "manifest_signature",
+    "render_alert_pdf",
+    "render_alert_report",
+    "render_run_summary",
+    "report_id_for",
+    "sign_manifest",
+    "verify_audit_log",
+    "verify_manifest",
+]

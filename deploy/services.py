@@ -1,0 +1,915 @@
+#!/usr/bin/env python3
+"""Run the real servers auditflow needs on loopback, assembled from Maven Central jars.
+
+    deploy/services up     [kafka|neo4j|flink ...]   start (no-op for what already runs)
+    deploy/services down   [kafka|neo4j|flink ...]   stop (SIGTERM, wait, SIGKILL after a timeout)
+    deploy/services status [kafka|neo4j|flink ...]   per-service state; exit 0 only if all healthy
+    deploy/services env                              shell `export` lines for the client settings
+    deploy/services connector-jar                    path of Flink's Kafka connector jar (fetched)
+
+Services (no Docker; one JVM each, Flink has two):
+  kafka  Apache Kafka 4.1 single-node KRaft broker+controller, 127.0.0.1:9092 (controller 9093)
+  neo4j  Neo4j 5.26 Community (embedded DBMS + Bolt), bolt://127.0.0.1:7687, auth disabled
+  flink  Flink 2.2 standalone session cluster from the pip `apache-flink` package
+         (JobManager + TaskManager), REST http://127.0.0.1:8081
+
+State lives under $AUDITFLOW_VAR (default <repo>/var): data, logs, pid files, generated config.
+Jar sets are resolved once by Maven into <repo>/.cache/deploy (override: AUDITFLOW_DEPLOY_CACHE)
+and reused while the pom.xml beside this script is unchanged, so a second `up` never calls Maven.
+Run it with the project's virtualenv Python (the deploy/services wrapper does): health checks use
+kafka-python and the neo4j driver, and Flink's Python workers use this interpreter.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+DEPLOY = Path(__file__).resolve().parent
+REPO = DEPLOY.parent
+VAR = Path(os.environ.get("AUDITFLOW_VAR") or REPO / "var").expanduser().resolve()
+CACHE = Path(os.environ.get("AUDITFLOW_DEPLOY_CACHE") or REPO / ".cache" / "deploy").expanduser().resolve()
+RUN = VAR / "run"
+LOG = VAR / "log"
+# Not resolved on purpose: a venv's bin/python is a symlink, and following it leaves the venv.
+PYTHON = os.environ.get("AUDITFLOW_PYTHON") or sys.executable
+
+HOST = "127.0.0.1"
+KAFKA_PORT = 9092
+KAFKA_CONTROLLER_PORT = 9093
+NEO4J_BOLT_PORT = 7687
+FLINK_REST_PORT = 8081
+FLINK_RPC_PORT = 6123
+
+KAFKA_BOOTSTRAP = f"{HOST}:{KAFKA_PORT}"
+NEO4J_URI = f"bolt://{HOST}:{NEO4J_BOLT_PORT}"
+FLINK_REST = f"http://{HOST}:{FLINK_REST_PORT}"
+
+KAFKA_HEAP = os.environ.get("AUDITFLOW_KAFKA_HEAP", "512m")
+NEO4J_HEAP = os.environ.get("AUDITFLOW_NEO4J_HEAP", "768m")
+NEO4J_PAGECACHE_BYTES = 256 * 1024 * 1024
+FLINK_JM_PROCESS = os.environ.get("AUDITFLOW_FLINK_JM_MEMORY", "768m")
+FLINK_TM_PROCESS = os.environ.get("AUDITFLOW_FLINK_TM_MEMORY", "1536m")
+FLINK_SLOTS = int(os.environ.get("AUDITFLOW_FLINK_SLOTS", "2"))
+
+MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+# The JVM flags Neo4j's packaged neo4j.conf adds; Netty and the page cache need them on Java 17.
+NEO4J_JVM_FLAGS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Djdk.nio.maxCachedBufferSize=1024",
+    "-XX:+ExitOnOutOfMemoryError",
+]
+
+
+class DeployError(Exception):
+    """A failure with a message meant for the user (no traceback)."""
+
+
+def info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Tools: java, mvn
+# --------------------------------------------------------------------------------------------
+
+def java_bin() -> Path:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        java = Path(home) / "bin" / "java"
+    else:
+        found = shutil.which("java")
+        if not found:
+            raise DeployError(
+                "java not found: install a JDK 17 or 21 (Debian: apt-get install openjdk-17-jdk-headless) "
+                "or set JAVA_HOME")
+        java = Path(found)
+    return java
+
+
+def java_home() -> Path:
+    return java_bin().resolve().parent.parent
+
+
+_JAVA_CHECKED = False
+
+
+def check_java() -> None:
+    global _JAVA_CHECKED
+    if _JAVA_CHECKED:
+        return
+    java = java_bin()
+    try:
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60).stderr
+    except OSError as e:
+        raise DeployError(f"cannot run {java}: {e}") from e
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(m.group(1)) if m else 0
+    if major == 1 and m and m.group(2):
+        major = int(m.group(2))
+    if major < 17:
+        raise DeployError(f"{java} is Java {major or '?'}; Kafka 4.x and Neo4j 5.26 need Java 17 or newer "
+                          f"(set JAVA_HOME to a JDK 17). `java -version` said:\n{out.strip()}")
+    _JAVA_CHECKED = True
+
+
+def mvn_bin() -> str:
+    found = shutil.which("mvn")
+    if not found:
+        raise DeployError(
+            "mvn not found, and the jar cache under "
+            f"{CACHE} is empty or stale: install Maven 3.6+ (Debian: apt-get install maven), "
+            "or copy a filled .cache/deploy from another checkout")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Jar sets resolved by Maven, cached under CACHE/<name>/lib with a stamp of the pom's hash
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JarSet:
+    name: str            # cache subdir
+    pom: Path
+    transitive: bool = True
+
+    @property
+    def lib(self) -> Path:
+        return CACHE / self.name / "lib"
+
+    @property
+    def stamp(self) -> Path:
+        return self.lib / ".stamp"
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.pom.read_bytes()).hexdigest()
+
+    def cached(self) -> bool:
+        return self.stamp.is_file() and self.stamp.read_text().strip() == self.digest()
+
+    def ensure(self) -> Path:
+        """Return the lib dir, calling Maven only when the cache is missing or the pom changed."""
+        if self.cached():
+            return self.lib
+        mvn = mvn_bin()
+        tmp = self.lib.with_name("lib.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        log = CACHE / self.name / "maven.log"
+        cmd = [mvn, "-B", "-f", str(self.pom), f"-Dmaven.repo.local={CACHE / 'm2'}",
+               f"{MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}",
+               "-DincludeScope=runtime"]
+        if not self.transitive:
+            cmd.append("-DexcludeTransitive=true")
+        info(f"[{self.name}] resolving jars with Maven (first run only; log: {log})")
+        t0 = time.monotonic()
+        env = dict(os.environ)
+        env.setdefault("JAVA_HOME", str(java_home()))
+        with open(log, "w") as fh:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env).returncode
+        if rc != 0:
+            raise DeployError(f"Maven failed for {self.pom} (exit {rc}); last lines of {log}:\n"
+                              + tail(log, 25))
+        (tmp / ".stamp").write_text(self.digest() + "\n")
+        shutil.rmtree(self.lib, ignore_errors=True)
+        tmp.rename(self.lib)
+        info(f"[{self.name}] {len(list(self.lib.glob('*.jar')))} jars in {self.lib} "
+             f"({time.monotonic() - t0:.0f}s)")
+        return self.lib
+
+
+KAFKA_JARS = JarSet("kafka", DEPLOY / "kafka" / "pom.xml")
+NEO4J_JARS = JarSet("neo4j", DEPLOY / "neo4j" / "pom.xml")
+FLINK_CONNECTOR_JARS = JarSet("flink", DEPLOY / "flink" / "pom.xml", transitive=False)
+
+
+def connector_jar(fetch: bool = True) -> Path:
+    """Flink's Kafka SQL connector uber jar (fetched by Maven on first use)."""
+    lib = FLINK_CONNECTOR_JARS.ensure() if fetch else FLINK_CONNECTOR_JARS.lib
+    if not fetch and not FLINK_CONNECTOR_JARS.cached():
+        return lib / f"flink-sql-connector-kafka-{pom_property(FLINK_CONNECTOR_JARS.pom, 'flink.kafka.connector.version')}.jar"
+    jars = sorted(lib.glob("flink-sql-connector-kafka-*.jar"))
+    if len(jars) != 1:
+        raise DeployError(f"expected one flink-sql-connector-kafka jar in {lib}, found {jars}")
+    return jars[0]
+
+
+def pom_property(pom: Path, name: str) -> str:
+    m = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
+    return m.group(1).strip() if m else "?"
+
+
+# --------------------------------------------------------------------------------------------
+# Processes, pid files, ports
+# --------------------------------------------------------------------------------------------
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def alive(pid: int, markers: tuple[str, ...]) -> bool:
+    """True if pid runs and its command line contains every marker (guards against pid reuse)."""
+    if pid <= 0 or is_zombie(pid):
+        return False
+    args = " ".join(cmdline(pid))
+    return bool(args) and all(m in args for m in markers)
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def read_pids(pidfile: Path) -> list[int]:
+    try:
+        return [int(x) for x in pidfile.read_text().split() if x.strip().isdigit()]
+    except OSError:
+        return []
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return e.errno in (errno.EADDRINUSE, errno.EACCES)
+    return False
+
+
+def port_open(port: int, host: str = HOST, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def port_owner(port: int) -> str:
+    """Best effort description of who listens on a port (needs `ss`; pids only for own processes)."""
+    ss = shutil.which("ss")
+    if not ss:
+        return ""
+    try:
+        out = subprocess.run([ss, "-Htlnp", f"sport = :{port}"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r'users:\(\("([^"]+)",pid=(\d+)', out)
+    if m:
+        args = " ".join(cmdline(int(m.group(2))))[:160]
+        return f"pid {m.group(2)} ({m.group(1)}): {args}"
+    return out.strip()[:200]
+
+
+def terminate(pid: int, markers: tuple[str, ...], timeout: float, what: str) -> None:
+    """SIGTERM, wait for exit up to timeout, then SIGKILL the process and its process group."""
+    if not alive(pid, markers):
+        return
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid, markers):
+            return
+        time.sleep(0.2)
+    info(f"{what}: pid {pid} still running {timeout:.0f}s after SIGTERM; sending SIGKILL")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    # Children (e.g. Flink's Python workers) share the daemon's process group, which this script
+    # created (start_new_session) -- never our own group.
+    if pgid not in (os.getpgrp(), 0, 1):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for _ in range(50):
+        if not alive(pid, markers):
+            return
+        time.sleep(0.1)
+    raise DeployError(f"{what}: pid {pid} survived SIGKILL")
+
+
+def tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no {path})"
+    return "\n".join(lines[-n:])
+
+
+@contextlib.contextmanager
+def state_lock() -> Iterator[None]:
+    """Serialize concurrent up/down calls on the same var dir."""
+    RUN.mkdir(parents=True, exist_ok=True)
+    with open(RUN / "services.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------
+# Services
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Daemon:
+    """One OS process of a service, tracked by a pid file."""
+    name: str
+    pidfile: Path
+    markers: tuple[str, ...]
+    stop_timeout: float
+
+    def pids(self) -> list[int]:
+        return [p for p in read_pids(self.pidfile) if alive(p, self.markers)]
+
+    def running(self) -> bool:
+        return bool(self.pids())
+
+
+@dataclass
+class Health:
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Service:
+    name: str
+    ports: list[tuple[int, str]]
+    daemons: list[Daemon]
+    endpoint: str
+    start_timeout: float
+    logs: list[Path] = field(default_factory=list)
+
+    # -- to implement ---------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Fetch jars, write config (may call Maven). Runs before launching anything."""
+
+    def launch(self, daemon: Daemon) -> None:
+        raise NotImplementedError
+
+    def health(self) -> Health:
+        raise NotImplementedError
+
+    # -- shared -----------------------------------------------------------------------------
+    def running_daemons(self) -> list[Daemon]:
+        return [d for d in self.daemons if d.running()]
+
+    def check_ports_free(self) -> None:
+        for port, what in self.ports:
+            if port_in_use(port):
+                owner = port_owner(port)
+                raise DeployError(
+                    f"{self.name}: port {HOST}:{port} ({what}) is already taken by another process"
+                    f"{': ' + owner if owner else ''}. Stop it, or stop the other instance "
+                    f"(another checkout's deploy/services down), then retry.")
+
+    def start(self) -> bool:
+        """Launch whatever daemon is missing. Returns False if everything already ran."""
+        missing = [d for d in self.daemons if not d.running()]
+        if not missing:
+            return False
+        if len(missing) == len(self.daemons):
+            self.check_ports_free()
+        self.prepare()
+        for d in missing:
+            d.pidfile.unlink(missing_ok=True)  # stale
+        self.launch_all(missing)
+        return True
+
+    def launch_all(self, daemons: list[Daemon]) -> None:
+        for d in daemons:
+            self.launch(d)
+
+    def wait_healthy(self) -> Health:
+        deadline = time.monotonic() + self.start_timeout
+        last = Health(False, "not checked")
+        while time.monotonic() < deadline:
+            dead = [d.name for d in self.daemons if not d.running()]
+            if dead:
+                raise DeployError(f"{self.name}: {', '.join(dead)} exited during startup; "
+                                  f"see {', '.join(map(str, self.logs))}\n" + self.log_excerpt())
+            last = self.health()
+            if last.ok:
+                return last
+            time.sleep(1.0)
+        raise DeployError(f"{self.name}: not healthy after {self.start_timeout:.0f}s ({last.detail}); "
+                          f"see {', '.join(map(str, self.logs))}\n" + self.log_excerpt())
+
+    def log_excerpt(self) -> str:
+        return "\n".join(f"--- {p} (tail) ---\n{tail(p, 20)}" for p in self.logs if p.exists())
+
+    def stop(self) -> bool:
+        stopped = False
+        for d in reversed(self.daemons):
+            for pid in d.pids():
+                info(f"{self.name}: stopping {d.name} (pid {pid})")
+                terminate(pid, d.markers, d.stop_timeout, f"{self.name}/{d.name}")
+                stopped = True
+            d.pidfile.unlink(missing_ok=True)
+        return stopped
+
+
+def spawn(cmd: list[str], logfile: Path, pidfile: Path, env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> int:
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "ab") as out:
+        out.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True, close_fds=True)
+    pidfile.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+# ---------------------------------------- Kafka -------------------------------------------
+
+class Kafka(Service):
+    def __init__(self) -> None:
+        self.home = VAR / "kafka"
+        self.data = self.home / "data"
+        self.props = self.home / "server.properties"
+        self.cluster_id_file = self.home / "cluster.id"
+        self.logdir = LOG / "kafka"
+        super().__init__(
+            name="kafka",
+            ports=[(KAFKA_PORT, "Kafka PLAINTEXT listener"), (KAFKA_CONTROLLER_PORT, "KRaft controller")],
+            daemons=[Daemon("broker", RUN / "kafka.pid", ("kafka.Kafka", str(self.props)), 60.0)],
+            endpoint=KAFKA_BOOTSTRAP,
+            start_timeout=120.0,
+            logs=[self.logdir / "kafka.out", self.logdir / "server.log"],
+        )
+
+    def server_properties(self) -> str:
+        return "\n".join([
+            "# Generated by deploy/services; edits are overwritten on every `up`.",
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.bootstrap.servers={HOST}:{KAFKA_CONTROLLER_PORT}",
+            f"listeners=PLAINTEXT://{HOST}:{KAFKA_PORT},CONTROLLER://{HOST}:{KAFKA_CONTROLLER_PORT}",
+            # The CONTROLLER entry is needed by `storage format --standalone` (dynamic quorum).
+            f"advertised.listeners=PLAINTEXT://{HOST}:{KAFKA_PORT},CONTROLLER://{HOST}:{KAFKA_CONTROLLER_PORT}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            f"log.dirs={self.data}",
+            "num.partitions=1",
+            "default.replication.factor=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=8",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=8",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "min.insync.replicas=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "log.retention.hours=168",
+            "num.network.threads=2",
+            "num.io.threads=4",
+            "",
+        ])
+
+    def java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
+        return [str(java_bin()), f"-Xmx{heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={DEPLOY / 'kafka' / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={self.logdir}",
+                "-cp", f"{KAFKA_JARS.lib}/*", main, *args]
+
+    def prepare(self) -> None:
+        check_java()
+        KAFKA_JARS.ensure()
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self.props.write_text(self.server_properties())
+        if not self.cluster_id_file.is_file():
+            meta = self.data / "meta.properties"
+            m = re.search(r"^cluster\.id=(\S+)", meta.read_text(), re.M) if meta.is_file() else None
+            if m:  # formatted before, id file lost: keep the storage's id
+                cid = m.group(1)
+            else:
+                cid = subprocess.run(self.java("kafka.tools.StorageTool", "random-uuid"),
+                                     capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            self.cluster_id_file.write_text(cid + "\n")
+        cid = self.cluster_id_file.read_text().strip()
+        if not (self.data / "meta.properties").is_file():
+            info(f"kafka: formatting {self.data} (cluster id {cid})")
+            res = subprocess.run(self.java("kafka.tools.StorageTool", "format", "--standalone", "-t", cid,
+                                           "-c", str(self.props), "--ignore-formatted"),
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                raise DeployError(f"kafka: storage format failed:\n{res.stdout}{res.stderr}")
+
+    def launch(self, daemon: Daemon) -> None:
+        cmd = self.java("kafka.Kafka", str(self.props), heap=KAFKA_HEAP)
+        cmd.insert(1, f"-Xms{KAFKA_HEAP}")
+        spawn(cmd, self.logdir / "kafka.out", daemon.pidfile, cwd=self.home)
+
+    def health(self) -> Health:
+        if not port_open(KAFKA_PORT):
+            return Health(False, f"{KAFKA_BOOTSTRAP} not accepting connections")
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        from kafka import KafkaAdminClient  # kafka-python
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP, client_id="auditflow-deploy-health",
+                                     request_timeout_ms=5000)
+        except Exception as e:  # noqa: BLE001 - any client error means "not healthy yet"
+            return Health(False, f"admin client: {type(e).__name__}: {e}")
+        try:
+            topics = admin.list_topics()
+        except Exception as e:  # noqa: BLE001
+            return Health(False, f"list_topics: {type(e).__name__}: {e}")
+        finally:
+            admin.close()
+        user = [t for t in topics if not t.startswith("__")]
+        return Health(True, f"list_topics ok ({len(user)} topics)")
+
+
+# ---------------------------------------- Neo4j -------------------------------------------
+
+class Neo4j(Service):
+    def __init__(self) -> None:
+        self.home = VAR / "neo4j"
+        self.classes = CACHE / "neo4j" / "classes"
+        self.source = DEPLOY / "neo4j" / "Neo4jServer.java"
+        super().__init__(
+            name="neo4j",
+            ports=[(NEO4J_BOLT_PORT, "Neo4j Bolt")],
+            daemons=[Daemon("server", RUN / "neo4j.pid", ("Neo4jServer", str(self.home)), 120.0)],
+            endpoint=NEO4J_URI,
+            start_timeout=180.0,
+            logs=[LOG / "neo4j.out", self.home / "logs" / "debug.log"],
+        )
+
+    def compiled(self) -> bool:
+        """Compile Neo4jServer.java once (falls back to Java's source-file mode without javac)."""
+        javac = java_bin().resolve().parent / "javac"
+        if not javac.is_file():
+            return False
+        stamp = self.classes / ".stamp"
+        digest = hashlib.sha256(self.source.read_bytes() + NEO4J_JARS.digest().encode()).hexdigest()
+        if stamp.is_file() and stamp.read_text().strip() == digest:
+            return True
+        shutil.rmtree(self.classes, ignore_errors=True)
+        self.classes.mkdir(parents=True)
+        res = subprocess.run([str(javac), "-d", str(self.classes), "-cp", f"{NEO4J_JARS.lib}/*", str(self.source)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise DeployError(f"neo4j: javac failed:\n{res.stdout}{res.stderr}")
+        stamp.write_text(digest + "\n")
+        return True
+
+    def prepare(self) -> None:
+        check_java()
+        NEO4J_JARS.ensure()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._compiled = self.compiled()
+
+    def launch(self, daemon: Daemon) -> None:
+        cp = f"{NEO4J_JARS.lib}/*"
+        main = "Neo4jServer"
+        if self._compiled:
+            cp += f":{self.classes}"
+        else:
+            main = str(self.source)
+        cmd = [str(java_bin()), f"-Xms256m", f"-Xmx{NEO4J_HEAP}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+               *NEO4J_JVM_FLAGS, "-cp", cp, main, str(self.home), f"{HOST}:{NEO4J_BOLT_PORT}",
+               str(NEO4J_PAGECACHE_BYTES), "false"]
+        spawn(cmd, LOG / "neo4j.out", daemon.pidfile, cwd=self.home)
+
+    def health(self) -> Health:
+        if not port_open(NEO4J_BOLT_PORT):
+            return Health(False, f"{NEO4J_URI} not accepting connections")
+        logging.getLogger("neo4j").setLevel(logging.CRITICAL)
+        import neo4j
+        try:
+            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=None, connection_timeout=5.0) as driver:
+                with driver.session(database="neo4j") as session:
+                    value = session.run("RETURN 1 AS ok").single(strict=True)["ok"]
+                agent = driver.get_server_info().agent
+        except Exception as e:  # noqa: BLE001
+            return Health(False, f"RETURN 1: {type(e).__name__}: {e}")
+        return Health(value == 1, f"RETURN 1 ok ({agent})")
+
+
+# ---------------------------------------- Flink -------------------------------------------
+
+def flink_home() -> Path:
+    """The Flink distribution inside the installed pyflink package (its bin/, lib/, opt/, conf/)."""
+    try:
+        out = subprocess.run([PYTHON, "-c", "import pyflink, os; print(os.path.dirname(os.path.abspath(pyflink.__file__)))"],
+                             capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise DeployError(f"cannot run {PYTHON}: {e}") from e
+    home = Path(out.stdout.strip()) if out.returncode == 0 else None
+    if not home or not (home / "bin" / "jobmanager.sh").is_file():
+        raise DeployError(f"pyflink (pip apache-flink) with bin/jobmanager.sh not found for {PYTHON}: "
+                          f"{out.stderr.strip()[-300:]}")
+    return home
+
+
+def site_packages() -> str:
+    out = subprocess.run([PYTHON, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    return out.stdout.strip()
+
+
+class Flink(Service):
+    IDENT = "auditflow"
+
+    def __init__(self) -> None:
+        self.base = VAR / "flink"
+        self.conf = self.base / "conf"
+        self.piddir = RUN / "flink"
+        self.logdir = LOG / "flink"
+        self._home: Path | None = None
+        super().__init__(
+            name="flink",
+            ports=[(FLINK_REST_PORT, "Flink REST"), (FLINK_RPC_PORT, "Flink JobManager RPC")],
+            daemons=[
+                Daemon("jobmanager", self.piddir / f"flink-{self.IDENT}-standalonesession.pid",
+                       ("StandaloneSessionClusterEntrypoint", str(self.conf)), 60.0),
+                Daemon("taskmanager", self.piddir / f"flink-{self.IDENT}-taskexecutor.pid",
+                       ("TaskManagerRunner", str(self.conf)), 60.0),
+            ],
+            endpoint=FLINK_REST,
+            start_timeout=180.0,
+            logs=[self.logdir],
+        )
+
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            self._home = flink_home()
+        return self._home
+
+    def settings(self) -> dict[str, object]:
+        return {
+            "jobmanager.bind-host": HOST,
+            "jobmanager.rpc.address": HOST,
+            "jobmanager.rpc.port": FLINK_RPC_PORT,
+            "jobmanager.memory.process.size": FLINK_JM_PROCESS,
+            "taskmanager.bind-host": HOST,
+            "taskmanager.host": HOST,
+            "taskmanager.numberOfTaskSlots": FLINK_SLOTS,
+            "taskmanager.memory.process.size": FLINK_TM_PROCESS,
+            "parallelism.default": 1,
+            "rest.address": HOST,
+            "rest.bind-address": HOST,
+            "rest.port": FLINK_REST_PORT,
+            # Python UDF workers (TaskManager) and the `flink run -py` driver (client).
+            "python.executable": PYTHON,
+            "python.client.executable": PYTHON,
+            "io.tmp.dirs": str(self.base / "tmp"),
+            "web.tmpdir": str(self.base / "web"),
+            "blob.storage.directory": str(self.base / "blob"),
+            "execution.checkpointing.dir": f"file://{self.base / 'checkpoints'}",
+            "execution.checkpointing.savepoint-dir": f"file://{self.base / 'savepoints'}",
+            "env.log.dir": str(self.logdir),
+            "env.pid.dir": str(self.piddir),
+        }
+
+    def write_conf(self) -> None:
+        """Copy pyflink's conf/ and overlay the local-cluster settings (flattened YAML keys)."""
+        import yaml  # PyYAML: a dependency of apache-beam, hence of apache-flink
+
+        src = self.home / "conf"
+        tmp = self.conf.with_name("conf.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        base = yaml.safe_load((src / "config.yaml").read_text()) or {}
+
+        def flatten(d: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+            for k, v in d.items():
+                key = f"{prefix}{k}"
+                if isinstance(v, dict):
+                    yield from flatten(v, key + ".")
+                else:
+                    yield key, v
+
+        conf = dict(flatten(base))
+        conf.update(self.settings())
+        header = ("# Generated by deploy/services from pyflink's conf/config.yaml plus local settings;\n"
+                  "# rewritten on every `up`. Flat keys are valid Flink 2.x config.yaml.\n")
+        (tmp / "config.yaml").write_text(header + yaml.safe_dump(conf, sort_keys=True, width=10_000))
+        (tmp / "masters").write_text(f"{HOST}:{FLINK_REST_PORT}\n")
+        (tmp / "workers").write_text(f"{HOST}\n")
+        shutil.rmtree(self.conf, ignore_errors=True)
+        tmp.rename(self.conf)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("FLINK_ENV_JAVA_OPTS", None)  # would replace Flink's required --add-opens list
+        venv_bin = str(Path(PYTHON).parent)
+        pythonpath = [str(REPO), site_packages()]
+        if env.get("PYTHONPATH"):
+            pythonpath.append(env["PYTHONPATH"])
+        env.update({
+            "JAVA_HOME": str(java_home()),
+            "FLINK_HOME": str(self.home),
+            "FLINK_CONF_DIR": str(self.conf),
+            "FLINK_LOG_DIR": str(self.logdir),
+            "FLINK_PID_DIR": str(self.piddir),
+            "FLINK_IDENT_STRING": self.IDENT,
+            "PYTHONPATH": os.pathsep.join(pythonpath),
+            "PATH": venv_bin + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
+        })
+        return env
+
+    def prepare(self) -> None:
+        check_java()
+        FLINK_CONNECTOR_JARS.ensure()  # jobs need it (env.add_jars / pipeline.jars); fetch it with the cluster
+        for d in (self.base / "tmp", self.base / "web", self.base / "blob", self.logdir, self.piddir):
+            d.mkdir(parents=True, exist_ok=True)
+        if not any(d.running() for d in self.daemons):
+            self.write_conf()  # never rewrite the conf under a running daemon
+
+    def launch_all(self, daemons: list[Daemon]) -> None:
+        """Run bin/jobmanager.sh start and bin/taskmanager.sh start concurrently.
+
+        Each script spends seconds reading config.yaml through several short JVM runs before it
+        daemonizes the real JVM; a TaskManager that comes up first keeps retrying registration.
+        """
+        env = self.env()
+        out = self.logdir / "daemon-scripts.out"
+        procs = []
+        with open(out, "ab") as fh:
+            for d in daemons:
+                script = {"jobmanager": "jobmanager.sh", "taskmanager": "taskmanager.sh"}[d.name]
+                procs.append((d, script, subprocess.Popen(
+                    [str(self.home / "bin" / script), "start"], env=env, cwd=self.base, stdout=fh,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)))
+            for d, script, p in procs:
+                try:
+                    rc = p.wait(timeout=180)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    rc = "timeout"
+                if rc != 0 or not d.pidfile.is_file():
+                    raise DeployError(f"flink: {script} start failed (exit {rc}); see {out}\n{tail(out, 20)}")
+
+    def health(self) -> Health:
+        try:
+            with urllib.request.urlopen(f"{FLINK_REST}/overview", timeout=5) as r:
+                ov = json.load(r)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            return Health(False, f"GET /overview: {e}")
+        tms = ov.get("taskmanagers", 0)
+        detail = (f"/overview: {tms} taskmanager(s), {ov.get('slots-total')} slots "
+                  f"({ov.get('slots-available')} free), {ov.get('jobs-running')} running jobs, "
+                  f"flink {ov.get('flink-version')}")
+        # A TaskManager shows up in /overview before its slot report lands: wait for both.
+        return Health(tms >= 1 and (ov.get("slots-total") or 0) >= 1, detail)
+
+
+SERVICES: dict[str, Callable[[], Service]] = {"kafka": Kafka, "neo4j": Neo4j, "flink": Flink}
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------
+
+def cmd_up(names: list[str]) -> int:
+    t0 = time.monotonic()
+    services = [SERVICES[n]() for n in names]
+    with state_lock():
+        for s in services:  # launch everything first, then wait: JVM startups overlap
+            t = time.monotonic()
+            if s.start():
+                info(f"{s.name}: starting ({time.monotonic() - t:.1f}s to launch)")
+            else:
+                info(f"{s.name}: already running")
+        failures = []
+        for s in services:
+            try:
+                h = s.wait_healthy()
+                info(f"{s.name}: healthy at {s.endpoint} after {time.monotonic() - t0:.1f}s -- {h.detail}")
+            except DeployError as e:
+                failures.append(str(e))
+    info(f"up: {', '.join(names)} in {time.monotonic() - t0:.1f}s")
+    if failures:
+        raise DeployError("\n\n".join(failures))
+    return 0
+
+
+def cmd_down(names: list[str]) -> int:
+    with state_lock():
+        for n in reversed(names):
+            s = SERVICES[n]()
+            info(f"{s.name}: {'stopped' if s.stop() else 'not running'}")
+    return 0
+
+
+def cmd_status(names: list[str]) -> int:
+    all_ok = True
+    for n in names:
+        s = SERVICES[n]()
+        procs = []
+        for d in s.daemons:
+            for pid in d.pids():
+                rss = rss_mib(pid)
+                procs.append(f"{d.name} pid {pid} rss {rss:.0f}MiB" if rss else f"{d.name} pid {pid}")
+        if not procs:
+            all_ok = False
+            taken = [f"{p}" for p, _ in s.ports if port_in_use(p)]
+            note = f" (port {', '.join(taken)} taken by another process)" if taken else ""
+            print(f"{s.name:6} stopped{note}")
+            continue
+        missing = [d.name for d in s.daemons if not d.running()]
+        h = s.health()
+        state = "running" if h.ok and not missing else "degraded"
+        all_ok &= state == "running"
+        miss = f"; missing: {', '.join(missing)}" if missing else ""
+        print(f"{s.name:6} {state:8} {s.endpoint}  {'; '.join(procs)}{miss}  [{'healthy' if h.ok else 'unhealthy'}: {h.detail}]")
+    return 0 if all_ok else 3
+
+
+def cmd_env() -> int:
+    jar = connector_jar(fetch=True)
+    flink = flink_home()
+    for k, v in [("AUDITFLOW_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP), ("AUDITFLOW_NEO4J_URI", NEO4J_URI),
+                 ("AUDITFLOW_FLINK_REST", FLINK_REST), ("AUDITFLOW_FLINK_KAFKA_JAR", str(jar)),
+                 ("FLINK_HOME", str(flink)), ("AUDITFLOW_FLINK_CONF_DIR", str(Flink().conf))]:
+        print(f"export {k}={shell_quote(v)}")
+    return 0
+
+
+def shell_quote(v: str) -> str:
+    return v if re.fullmatch(r"[A-Za-z0-9_./:@%+=,-]+", v) else "'" + v.replace("'", "'\"'\"'") + "'"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="deploy/services", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="See deploy/README.md.")
+    p.add_argument("command", choices=["up", "down", "status", "env", "connector-jar"])
+    p.add_argument("services", nargs="*", metavar="SERVICE", help="kafka, neo4j, flink (default: all)")
+    a = p.parse_args(argv)
+    unknown = [s for s in a.services if s not in SERVICES]
+    if unknown:
+        p.error(f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(SERVICES)}")
+    names = [n for n in SERVICES if n in a.services] if a.services else list(SERVICES)
+    try:
+        if a.command == "up":
+            return cmd_up(names)
+        if a.command == "down":
+            return cmd_down(names)
+        if a.command == "status":
+            return cmd_status(names)
+        if a.command == "env":
+            return cmd_env()
+        print(connector_jar(fetch=True))
+        return 0
+    except DeployError as e:
+        info(f"deploy/services: error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

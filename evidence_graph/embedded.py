@@ -1,0 +1,264 @@
+"""The embedded backend: a networkx ``MultiDiGraph`` in memory, optionally backed by a file.
+
+With a ``path`` the store is the file: an append-only JSON-lines log, one
+:meth:`TransactionEvent.to_json` per line. Opening loads it; :meth:`NetworkxGraphStore.flush`
+(also run by :meth:`~NetworkxGraphStore.close` and every ``flush_every`` new events) appends the
+buffered new events under an exclusive ``flock`` and fsyncs; :meth:`~NetworkxGraphStore.reload`
+reads whatever other processes appended since. So the stream job writes and the analyst CLI or
+the deep-path worker, each with its own store on the same path, see the same graph. Replayed or
+duplicated lines are harmless: loading is idempotent on ``event_id`` like every write.
+
+>>> store = NetworkxGraphStore()
+>>> store.node_count(), store.edge_count()
+(0, 0)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from auditflow.records import TransactionEvent
+from evidence_graph.store import (
+    Direction,
+    GraphEdge,
+    GraphStore,
+    check_direction,
+    check_limit,
+    check_window,
+)
+
+DEFAULT_FLUSH_EVERY = 10_000
+_HEAD_BYTES = 256
+
+
+class NetworkxGraphStore(GraphStore):
+    """In-process graph store; ``path=None`` keeps it in memory only."""
+
+    backend = "networkx"
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, flush_every: int = DEFAULT_FLUSH_EVERY,
+        fsync: bool = True,
+    ) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every={flush_every!r}: expected a positive int")
+        self.path = Path(path) if path is not None else None
+        self.flush_every = flush_every
+        self.fsync = fsync
+        self._closed = False
+        self._reset()
+        self._pending: list[str] = []
+        if self.path is not None:
+            self.reload()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._graph = nx.MultiDiGraph()
+        self._edges: dict[str, GraphEdge] = {}
+        # (node, direction) -> (edges in cap order, their timestamps); dropped when a node changes
+        self._sorted: dict[tuple[str, str], tuple[list[GraphEdge], list[datetime]]] = {}
+        self._offset = 0  # bytes of the file already loaded
+        self._lines = 0  # lines of the file already loaded
+        self._file_id: tuple[int, int] | None = None
+        self._head = b""  # the file's first bytes as loaded: tells a replaced file apart
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The underlying graph (edge key = event id, attribute ``edge`` = :class:`GraphEdge`).
+        Read it, don't write it: writes go through :meth:`add_transactions`."""
+        return self._graph
+
+    def _insert(self, edge: GraphEdge) -> bool:
+        if edge.event_id in self._edges:
+            return False
+        self._edges[edge.event_id] = edge
+        self._graph.add_edge(edge.src, edge.dst, key=edge.event_id, edge=edge)
+        for key in ((edge.src, "out"), (edge.src, "both"), (edge.dst, "in"), (edge.dst, "both")):
+            self._sorted.pop(key, None)
+        return True
+
+    # -- GraphStore ----------------------------------------------------------------------------
+
+    def add_transactions(self, events: Iterable[TransactionEvent]) -> int:
+        if self._closed:
+            raise ValueError("store is closed")
+        added = 0
+        for ev in events:
+            if self._insert(GraphEdge.from_event(ev)):
+                added += 1
+                if self.path is not None:
+                    self._pending.append(ev.to_json() + "\n")
+                    if len(self._pending) >= self.flush_every:
+                        self.flush()
+        return added
+
+    def node_count(self) -> int:
+        return self._graph.number_of_nodes()
+
+    def edge_count(self) -> int:
+        return len(self._edges)
+
+    def has_node(self, node_id: str) -> bool:
+        return self._graph.has_node(node_id)
+
+    def edges(self) -> Iterator[GraphEdge]:
+        """Every stored edge, in event-id order."""
+        for eid in sorted(self._edges):
+            yield self._edges[eid]
+
+    def _incident(self, node: str, direction: str) -> tuple[list[GraphEdge], list[datetime]]:
+        key = (node, direction)
+        cached = self._sorted.get(key)
+        if cached is not None:
+            return cached
+        g = self._graph
+        edges: dict[str, GraphEdge] = {}
+        if g.has_node(node):
+            if direction in ("out", "both"):
+                for _, _, e in g.out_edges(node, data="edge"):
+                    edges[e.event_id] = e
+            if direction in ("in", "both"):
+                for _, _, e in g.in_edges(node, data="edge"):
+                    edges[e.event_id] = e  # a self-loop is listed once
+        ordered = sorted(edges.values(), key=lambda e: e.cap_key)
+        cached = (ordered, [e.timestamp for e in ordered])
+        self._sorted[key] = cached
+        return cached
+
+    def neighbors_batch(
+        self,
+        frontier: Sequence[str],
+        direction: Direction = "out",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        check_direction(direction)
+        check_window(start, end)
+        check_limit(limit)
+        out: dict[str, tuple[GraphEdge, ...]] = {}
+        for node in frontier:
+            if node in out:
+                continue
+            edges, stamps = self._incident(node, direction)
+            lo = 0 if start is None else bisect_left(stamps, start)
+            hi = len(stamps) if end is None else bisect_right(stamps, end)
+            if limit is not None:
+                hi = min(hi, lo + limit)
+            out[node] = tuple(edges[lo:hi])
+        return out
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def reload(self) -> int:
+        """Load what was appended to the file since the last load; return the new edge count.
+
+        A file that was replaced or truncated is loaded again from the start (this store's
+        unflushed events are kept). A trailing line without its newline (a writer mid-append) is
+        left for the next reload. A malformed complete line raises ``ValueError`` naming it.
+        """
+        if self.path is None:
+            return 0
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            if self._offset:
+                self._reload_from_scratch()
+            return 0
+        with fh:
+            st = os.fstat(fh.fileno())
+            file_id = (st.st_dev, st.st_ino)
+            head = fh.read(len(self._head))
+            if (
+                (self._file_id is not None and file_id != self._file_id)
+                or st.st_size < self._offset
+                or head != self._head
+            ):
+                self._reload_from_scratch()
+            self._file_id = file_id
+            fh.seek(self._offset)
+            data = fh.read()
+            if not self._head:
+                fh.seek(0)
+                self._head = fh.read(_HEAD_BYTES)
+        end = data.rfind(b"\n") + 1
+        added = 0
+        for raw in data[:end].splitlines():
+            self._lines += 1
+            if not raw.strip():
+                continue
+            try:
+                ev = TransactionEvent.from_json(raw)
+            except ValueError as e:
+                raise ValueError(f"{self.path}:{self._lines}: {e}") from None
+            added += self._insert(GraphEdge.from_event(ev))
+        self._offset += end
+        return added
+
+    def _reload_from_scratch(self) -> None:
+        pending = [TransactionEvent.from_json(line) for line in self._pending]
+        self._reset()
+        for ev in pending:
+            self._insert(GraphEdge.from_event(ev))
+
+    def flush(self) -> None:
+        """Append buffered new events to the file (under an exclusive lock), then fsync."""
+        if self.path is None or not self._pending:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = "".join(self._pending).encode()
+        with open(self.path, "ab") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                st = os.fstat(fh.fileno())
+                contiguous = st.st_size == self._offset and (
+                    self._file_id is None or self._file_id == (st.st_dev, st.st_ino)
+                )
+                fh.write(payload)
+                fh.flush()
+                if self.fsync:
+                    os.fsync(fh.fileno())
+                if contiguous:  # nobody else appended: our own lines count as loaded
+                    self._offset = st.st_size + len(payload)
+                    self._lines += len(self._pending)
+                    self._file_id = (st.st_dev, st.st_ino)
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        self._pending.clear()
+
+    def close(self) -> None:
+        if not self._closed:
+            self.flush()
+            self._closed = True
+
+    # -- pickle: a file-backed store reopens its file; an in-memory one carries its edges -------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "path": None if self.path is None else str(self.path),
+            "flush_every": self.flush_every,
+            "fsync": self.fsync,
+            "edges": list(self.edges()) if self.path is None else [],
+            "pending": list(self._pending),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], flush_every=state["flush_every"], fsync=state["fsync"])  # type: ignore[misc]
+        for edge in state["edges"]:
+            self._insert(edge)
+        for line in state["pending"]:
+            if self._insert(GraphEdge.from_event(TransactionEvent.from_json(line))):
+                self._pending.append(line)
+
+    def __repr__(self) -> str:
+        where = "memory" if self.path is None else str(self.path)
+        return f"NetworkxGraphStore({where}, nodes={self.node_count()}, edges={self.edge_count()})"

@@ -1,0 +1,294 @@
+"""The Neo4j backend: the same graph in a Neo4j 5 server, over Bolt with the official driver.
+
+Schema (created at start, idempotently)::
+
+    (:Account {id})-[:TX {event_id, ts, paid_units, paid_currency, recv_units, recv_currency,
+                          payment_format, is_laundering}]->(:Account {id})
+
+* ``Account.id`` is the account's ``node_id``; a property uniqueness constraint backs it.
+* ``TX.event_id`` has a relationship property uniqueness constraint (Neo4j 5.7+, Community
+  Edition included); where the server refuses it, a relationship property index instead.
+* Money is exact: integer units at the currency's scale plus the currency name, never a float.
+  ``ts`` is integer minutes since 1970-01-01 (the records' minute resolution), so windows are
+  integer comparisons.
+* Writes are batched ``UNWIND $rows AS r MERGE ...``: accounts MERGEd on their id, a transaction
+  created only where no ``TX`` carries its event id (an index seek). Replaying any batch changes
+  no counts; two writers racing on one event are settled by the constraint (the loser replays).
+* Reads answer a whole BFS frontier per query (``UNWIND $frontier``), one hop at a time, so the
+  shared :func:`~evidence_graph.trace.trace_evidence` runs unchanged; variable-length patterns
+  (``[*1..5]``), which enumerate paths and explode on hubs, are never used.
+
+A ``namespace`` suffixes the label and relationship type (``Account_ns``, ``TX_ns``) so several
+independent graphs (tests, experiments) can share one server; :meth:`Neo4jGraphStore.drop`
+removes one. The URI defaults to ``$AUDITFLOW_NEO4J_URI``, else ``bolt://127.0.0.1:7687``;
+``user=None`` connects without authentication.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import ClientError, ConstraintError
+
+from auditflow.errors import FieldError
+from auditflow.money import Money
+from auditflow.records import TransactionEvent, epoch_minutes, from_epoch_minutes
+from evidence_graph.store import (
+    Direction,
+    GraphEdge,
+    GraphStore,
+    check_direction,
+    check_limit,
+    check_window,
+    unique_events,
+)
+
+DEFAULT_URI = "bolt://127.0.0.1:7687"
+URI_ENV = "AUDITFLOW_NEO4J_URI"
+WRITE_BATCH = 1_000
+FRONTIER_BATCH = 500
+_INT64 = 2**63 - 1
+_NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+
+_EDGE_FIELDS = (
+    "t.event_id AS event_id, startNode(t).id AS src, endNode(t).id AS dst, t.ts AS ts, "
+    "t.paid_units AS paid_units, t.paid_currency AS paid_currency, "
+    "t.recv_units AS recv_units, t.recv_currency AS recv_currency, "
+    "t.payment_format AS payment_format, t.is_laundering AS is_laundering"
+)
+
+
+def _units(m: Money, field: str) -> int:
+    if abs(m.units) > _INT64:
+        raise FieldError(field, m, "amount does not fit a Neo4j integer")
+    return m.units
+
+
+def _row(ev: TransactionEvent) -> dict[str, Any]:
+    return {
+        "event_id": ev.event_id,
+        "src": ev.sender.node_id,
+        "dst": ev.receiver.node_id,
+        "ts": epoch_minutes(ev.timestamp),
+        "paid_units": _units(ev.amount_paid, "amount_paid"),
+        "paid_currency": ev.amount_paid.currency,
+        "recv_units": _units(ev.amount_received, "amount_received"),
+        "recv_currency": ev.amount_received.currency,
+        "payment_format": ev.payment_format,
+        "is_laundering": ev.is_laundering,
+    }
+
+
+def _edge(rec: Mapping[str, Any]) -> GraphEdge:
+    return GraphEdge(
+        event_id=rec["event_id"],
+        src=rec["src"],
+        dst=rec["dst"],
+        amount_paid=Money(rec["paid_currency"], int(rec["paid_units"])),
+        amount_received=Money(rec["recv_currency"], int(rec["recv_units"])),
+        timestamp=from_epoch_minutes(int(rec["ts"])),
+        payment_format=rec["payment_format"],
+        is_laundering=bool(rec["is_laundering"]),
+    )
+
+
+class Neo4jGraphStore(GraphStore):
+    """Graph store on a Neo4j 5 server (see the module docstring for the schema)."""
+
+    backend = "neo4j"
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        database: str | None = None,
+        *,
+        namespace: str = "",
+        write_batch: int = WRITE_BATCH,
+    ) -> None:
+        if namespace and not _NAMESPACE.fullmatch(namespace):
+            raise ValueError(f"namespace={namespace!r}: expected letters, digits and _ (max 48)")
+        if write_batch < 1:
+            raise ValueError(f"write_batch={write_batch!r}: expected a positive int")
+        self.uri = uri or os.environ.get(URI_ENV) or DEFAULT_URI
+        self.user = user
+        self._password = password
+        self.database = database
+        self.namespace = namespace
+        self.write_batch = write_batch
+        suffix = f"_{namespace}" if namespace else ""
+        self.label = f"Account{suffix}"
+        self.rel_type = f"TX{suffix}"
+        self._names = (f"account_id{suffix}".lower(), f"tx_event_id{suffix}".lower())
+        auth = (user, password or "") if user is not None else None
+        self._driver = neo4j.GraphDatabase.driver(self.uri, auth=auth)
+        self._closed = False
+        try:
+            self._driver.verify_connectivity()
+            self._ensure_schema()
+        except BaseException:
+            self._driver.close()
+            raise
+        self._read_queries: dict[tuple[str, bool, bool, bool], str] = {}
+        # Accounts are MERGEd; a transaction is created only when no TX has its event id (an
+        # index seek on the uniqueness constraint: MERGE on the relationship pattern would scan
+        # every edge between the two accounts, quadratic on hubs). Two writers racing on the
+        # same event: the constraint rejects the second, whose batch is replayed and skips it.
+        self._merge = (
+            "UNWIND $rows AS r "
+            f"MERGE (a:{self.label} {{id: r.src}}) "
+            f"MERGE (b:{self.label} {{id: r.dst}}) "
+            "WITH a, b, r "
+            f"WHERE NOT EXISTS {{ MATCH ()-[x:{self.rel_type} {{event_id: r.event_id}}]->() }} "
+            f"CREATE (a)-[:{self.rel_type} {{event_id: r.event_id, ts: r.ts, "
+            "paid_units: r.paid_units, paid_currency: r.paid_currency, "
+            "recv_units: r.recv_units, recv_currency: r.recv_currency, "
+            "payment_format: r.payment_format, is_laundering: r.is_laundering}]->(b)"
+        )
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _run(self, query: str, read: bool = False, **params: Any) -> Any:
+        if self._closed:
+            raise ValueError("store is closed")
+        return self._driver.execute_query(
+            query,
+            params,
+            routing_=neo4j.RoutingControl.READ if read else neo4j.RoutingControl.WRITE,
+            database_=self.database,
+        )
+
+    def _ensure_schema(self) -> None:
+        node_c, rel_c = self._names
+        self._driver.execute_query(
+            f"CREATE CONSTRAINT {node_c} IF NOT EXISTS "
+            f"FOR (a:{self.label}) REQUIRE a.id IS UNIQUE",
+            database_=self.database,
+        )
+        try:
+            self._driver.execute_query(
+                f"CREATE CONSTRAINT {rel_c} IF NOT EXISTS "
+                f"FOR ()-[t:{self.rel_type}]-() REQUIRE t.event_id IS UNIQUE",
+                database_=self.database,
+            )
+        except ClientError:  # servers before 5.7: an index keeps MERGE on event_id fast
+            self._driver.execute_query(
+                f"CREATE INDEX {rel_c} IF NOT EXISTS FOR ()-[t:{self.rel_type}]-() ON (t.event_id)",
+                database_=self.database,
+            )
+        self._driver.execute_query("CALL db.awaitIndexes(300)", database_=self.database)
+
+    # -- GraphStore ----------------------------------------------------------------------------
+
+    def add_transactions(self, events: Iterable[TransactionEvent]) -> int:
+        rows = [_row(ev) for ev in unique_events(events)]
+        created = 0
+        for i in range(0, len(rows), self.write_batch):
+            chunk = rows[i : i + self.write_batch]
+            try:
+                summary = self._run(self._merge, rows=chunk).summary
+            except ConstraintError:
+                # a concurrent writer created some of the same rows first: replay, MERGE matches
+                summary = self._run(self._merge, rows=chunk).summary
+            created += summary.counters.relationships_created
+        return created
+
+    def node_count(self) -> int:
+        return int(self._run(f"MATCH (a:{self.label}) RETURN count(a) AS n", read=True).records[0]["n"])
+
+    def edge_count(self) -> int:
+        q = f"MATCH ()-[t:{self.rel_type}]->() RETURN count(t) AS n"
+        return int(self._run(q, read=True).records[0]["n"])
+
+    def has_node(self, node_id: str) -> bool:
+        q = f"OPTIONAL MATCH (a:{self.label} {{id: $id}}) RETURN a IS NOT NULL AS found"
+        return bool(self._run(q, read=True, id=node_id).records[0]["found"])
+
+    def _read_query(self, direction: str, has_start: bool, has_end: bool, has_limit: bool) -> str:
+        key = (direction, has_start, has_end, has_limit)
+        q = self._read_queries.get(key)
+        if q is None:
+            arrow = {"out": "-[t:{r}]->", "in": "<-[t:{r}]-", "both": "-[t:{r}]-"}[direction]
+            conds = [c for c, on in (("t.ts >= $start", has_start), ("t.ts <= $end", has_end)) if on]
+            q = (
+                "UNWIND $frontier AS fid "
+                f"MATCH (a:{self.label} {{id: fid}}){arrow.format(r=self.rel_type)}() "
+                + (f"WHERE {' AND '.join(conds)} " if conds else "")
+                + "WITH DISTINCT fid, t ORDER BY t.ts, t.event_id "
+                + ("WITH fid, collect(t)[..$limit] AS ts " if has_limit else "WITH fid, collect(t) AS ts ")
+                + f"UNWIND ts AS t RETURN fid, {_EDGE_FIELDS}"
+            )
+            self._read_queries[key] = q
+        return q
+
+    def neighbors_batch(
+        self,
+        frontier: Sequence[str],
+        direction: Direction = "out",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        check_direction(direction)
+        check_window(start, end)
+        check_limit(limit)
+        nodes = list(dict.fromkeys(frontier))
+        found: dict[str, list[GraphEdge]] = {n: [] for n in nodes}
+        query = self._read_query(direction, start is not None, end is not None, limit is not None)
+        params: dict[str, Any] = {}
+        if start is not None:
+            params["start"] = epoch_minutes(start)
+        if end is not None:
+            params["end"] = epoch_minutes(end)
+        if limit is not None:
+            params["limit"] = limit
+        for i in range(0, len(nodes), FRONTIER_BATCH):
+            result = self._run(query, read=True, frontier=nodes[i : i + FRONTIER_BATCH], **params)
+            for rec in result.records:
+                found[rec["fid"]].append(_edge(rec))
+        # the server sorted by (ts, event_id); re-sorting here makes the order independent of how
+        # the server collates strings (the cut at `limit` already agrees for ASCII event ids)
+        return {n: tuple(sorted(es, key=lambda e: e.cap_key)) for n, es in found.items()}
+
+    def drop(self) -> None:
+        """Delete this namespace's accounts and transactions, and its constraints."""
+        while True:
+            q = f"MATCH (a:{self.label}) WITH a LIMIT 5000 DETACH DELETE a RETURN count(*) AS n"
+            if not self._run(q).records[0]["n"]:
+                break
+        for name in self._names:
+            self._run(f"DROP CONSTRAINT {name} IF EXISTS")
+            self._run(f"DROP INDEX {name} IF EXISTS")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._driver.close()
+
+    # -- pickle: reconnect --------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "user": self.user,
+            "password": self._password,
+            "database": self.database,
+            "namespace": self.namespace,
+            "write_batch": self.write_batch,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["uri"], state["user"], state["password"], state["database"],
+            namespace=state["namespace"], write_batch=state["write_batch"],
+        )
+
+    def __repr__(self) -> str:
+        ns = f", namespace={self.namespace!r}" if self.namespace else ""
+        return f"Neo4jGraphStore({self.uri!r}{ns})"

@@ -1,0 +1,188 @@
+"""The graph-store interface every backend implements, and the edge record they all return.
+
+Accounts are nodes, identified by :attr:`AccountRef.node_id` (``"010/8000EBD30"``). Each
+:class:`~auditflow.records.TransactionEvent` is one directed edge ``sender -> receiver`` keyed by
+its ``event_id``: parallel edges between the same accounts and self-loops are kept. A node exists
+once an edge touches it.
+
+Every read goes through :meth:`GraphStore.neighbors_batch`, which answers a whole BFS frontier at
+once. Its contract fixes what every backend returns, so the algorithms written on top of it
+(traces, graph features, typologies) give identical answers on every backend:
+
+* time windows are inclusive at both ends: ``start <= edge.timestamp <= end``;
+* a node's incident edges come in **cap order**: ``(timestamp, event_id)`` ascending;
+* ``limit`` keeps the first ``limit`` edges of that order, per frontier node;
+* with ``direction="both"`` a self-loop is listed once.
+
+>>> from datetime import datetime
+>>> from auditflow.money import Money
+>>> from auditflow.records import AccountRef, TransactionEvent
+>>> ev = TransactionEvent("tx-1", datetime(2022, 9, 1, 0, 20), AccountRef("010", "A"),
+...     AccountRef("020", "B"), Money("Euro", 500), Money("Euro", 500), "Wire", False, 2)
+>>> e = GraphEdge.from_event(ev)
+>>> e.src, e.dst, e.other_end("020/B")
+('010/A', '020/B', '010/A')
+>>> e.to_trace_edge(hop=1).hop
+1
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Literal
+
+from auditflow.money import Money
+from auditflow.records import AccountRef, TraceEdge, TransactionEvent
+
+Direction = Literal["out", "in", "both"]
+DIRECTIONS: tuple[str, ...] = ("out", "in", "both")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphEdge:
+    """One transaction as the graph stores it (always written ``src -> dst``)."""
+
+    event_id: str
+    src: str
+    dst: str
+    amount_paid: Money
+    amount_received: Money
+    timestamp: datetime
+    payment_format: str
+    is_laundering: bool
+
+    @classmethod
+    def from_event(cls, ev: TransactionEvent) -> GraphEdge:
+        return cls(
+            event_id=ev.event_id,
+            src=ev.sender.node_id,
+            dst=ev.receiver.node_id,
+            amount_paid=ev.amount_paid,
+            amount_received=ev.amount_received,
+            timestamp=ev.timestamp,
+            payment_format=ev.payment_format,
+            is_laundering=ev.is_laundering,
+        )
+
+    @property
+    def cap_key(self) -> tuple[datetime, str]:
+        """The order in which the fan-out cap keeps edges: earliest first, then by event id."""
+        return (self.timestamp, self.event_id)
+
+    def other_end(self, node_id: str) -> str:
+        """The counterparty of ``node_id`` on this edge (``node_id`` itself for a self-loop)."""
+        return self.dst if self.src == node_id else self.src
+
+    def in_window(self, start: datetime | None, end: datetime | None) -> bool:
+        return (start is None or self.timestamp >= start) and (end is None or self.timestamp <= end)
+
+    def to_trace_edge(self, hop: int) -> TraceEdge:
+        return TraceEdge(self.event_id, self.src, self.dst, self.amount_paid, self.timestamp, hop)
+
+    def to_event(self, source_offset: int = -1) -> TransactionEvent:
+        """Back to a record (the graph does not keep source offsets: pass one if known)."""
+        return TransactionEvent(
+            event_id=self.event_id,
+            timestamp=self.timestamp,
+            sender=AccountRef.from_node_id(self.src),
+            receiver=AccountRef.from_node_id(self.dst),
+            amount_received=self.amount_received,
+            amount_paid=self.amount_paid,
+            payment_format=self.payment_format,
+            is_laundering=self.is_laundering,
+            source_offset=source_offset,
+        )
+
+
+def check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: expected one of {', '.join(DIRECTIONS)}")
+
+
+def check_window(start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None and start > end:
+        raise ValueError(f"window start {start} is after its end {end}")
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"limit={limit!r}: expected a positive int or None")
+
+
+class GraphStore(ABC):
+    """A transaction graph: accounts as nodes, transactions as directed edges keyed by event id.
+
+    Subclasses implement the five abstract methods; the single-node helpers are defined here on
+    top of :meth:`neighbors_batch` so that they mean the same thing on every backend.
+    """
+
+    #: Short backend name recorded in :attr:`EvidenceTrace.backend`.
+    backend: str = ""
+
+    @abstractmethod
+    def add_transactions(self, events: Iterable[TransactionEvent]) -> int:
+        """Add events as edges; return how many were new. Idempotent on ``event_id``: an event
+        whose id is already stored (or repeated in ``events``) is skipped, first write wins."""
+
+    @abstractmethod
+    def node_count(self) -> int: ...
+
+    @abstractmethod
+    def edge_count(self) -> int: ...
+
+    @abstractmethod
+    def has_node(self, node_id: str) -> bool: ...
+
+    @abstractmethod
+    def neighbors_batch(
+        self,
+        frontier: Sequence[str],
+        direction: Direction = "out",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        """For each distinct node of ``frontier``, its edges in ``direction`` inside the window,
+        in cap order, at most ``limit`` of them. Every frontier node is a key (unknown nodes and
+        nodes without edges map to ``()``)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (flush pending writes, close connections). Idempotent."""
+
+    def out_edges(
+        self, node_id: str, start: datetime | None = None, end: datetime | None = None
+    ) -> tuple[GraphEdge, ...]:
+        """Edges paid by ``node_id`` inside the window, in cap order."""
+        return self.neighbors_batch([node_id], "out", start, end)[node_id]
+
+    def in_edges(
+        self, node_id: str, start: datetime | None = None, end: datetime | None = None
+    ) -> tuple[GraphEdge, ...]:
+        """Edges received by ``node_id`` inside the window, in cap order."""
+        return self.neighbors_batch([node_id], "in", start, end)[node_id]
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def unique_events(events: Iterable[TransactionEvent]) -> list[TransactionEvent]:
+    """``events`` with repeated event ids dropped (first occurrence wins), order kept."""
+    seen: set[str] = set()
+    out: list[TransactionEvent] = []
+    for ev in events:
+        if ev.event_id not in seen:
+            seen.add(ev.event_id)
+            out.append(ev)
+    return out

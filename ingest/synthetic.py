@@ -1,0 +1,845 @@
+"""A seeded synthetic AMLworld-like data set: background payments plus eight laundering typologies.
+
+:func:`generate` returns a :class:`Dataset` (events in file order and the answer key) and
+:func:`write_dataset` writes ``<name>_Trans.csv`` and ``<name>_Patterns.txt`` through the codec in
+:mod:`ingest.amlworld`, so the files read exactly like the public IBM AML ("AMLworld") files and
+reading the CSV back gives the very same :class:`~auditflow.records.TransactionEvent` objects
+(``source_offset`` is the CSV line, the header being line 1; ``event_id`` is
+:func:`ingest.amlworld.event_id_for` of the written row and its line).
+
+Determinism: every draw comes from one ``random.Random(seed)`` in a fixed order; nothing depends
+on ``hash()`` of strings or on set iteration order, so the same arguments give byte-identical
+files on every run.
+
+The world
+---------
+* **Banks** have string ids with significant leading zeros and varying width (``010``,
+  ``00220``, ``021174``) and Zipf-like sizes. On purpose one bank id equals another as an integer
+  (``010`` and ``0010``), and a few account numbers exist at two banks: an account is
+  (bank, account), never either part alone.
+* **Accounts** have hex-like numbers (``8000EBD30``) and a home currency: mostly US Dollar, then
+  Euro and the other AMLworld currencies, and a few Bitcoin accounts whose amounts carry six to
+  eight decimals and which pay each other with the ``Bitcoin`` payment format.
+* **Kinds**: persons (most), businesses (more active), and a few legitimate hubs: merchants
+  (high fan-in from card purchases, fan-out to suppliers every day) and payroll processors
+  (a burst of salary payments to many employees every day), so that degree alone is not a
+  perfect laundering signal.
+* **Background payments** (about ``tx_per_account_day`` per account and day): salaries on a
+  weekly cycle, recurring payments with a fixed amount on a fixed period (rent, loans,
+  subscriptions), merchants paying suppliers, and free payments: to the sender's few regular
+  payees, to merchants, to random accounts, and ``Reinvestment`` self-transfers. Amounts are
+  lognormal in US dollars, converted to the payer's home currency. Hours follow a daily rhythm
+  (quiet nights, busy office hours). Nine in ten counterparties share the payer's currency.
+  Payment format shares come out near Cheque 30%, Credit Card 19%, ACH 16%, Cash 16%,
+  Reinvestment 9%, Wire 9%, Bitcoin 1%.
+* **Cross-currency** (about 5% of rows): when payer and payee have different home currencies,
+  a third of their transfers (and every salary) are received in the payee's currency. The
+  received amount is the paid amount converted exactly with the ratio of
+  :data:`pipelines.features.USD_RATES` and rounded half-even to the receiving currency's scale
+  (:func:`convert`).
+
+Laundering
+----------
+The number of laundering rows is ``laundering_rate`` of all rows (``L = rate * N / (1 - rate)``
+for ``N`` background rows). About 15% of that budget (at least two rows) are lone laundering
+transfers that belong to no attempt; the rest are attempts shaped as in AMLworld, each row
+``Is Laundering = 1``:
+
+=================  ============================================================================
+FAN-OUT            one source pays 4-16 accounts (qualifier ``Max d-degree Fan-Out``)
+FAN-IN             4-16 accounts pay one sink (``Max d-degree Fan-In``)
+SCATTER-GATHER     source -> k intermediates (2-8) -> sink, every gather after the scatter
+GATHER-SCATTER     k sources -> hub -> k' sinks (2-8 each), the scatter after the gather
+CYCLE              a directed cycle of 3-8 hops in time order (``Max h hops``)
+RANDOM             a random walk of 3-8 hops over a small set of accounts, revisits allowed
+                   but never straight back (``Max h hops``)
+BIPARTITE          a set A (2-5) pays a set B (2-5), every account on at least one edge
+STACK              two bipartite layers chained, A -> B then B -> C
+=================  ============================================================================
+
+Rows of an attempt are strictly increasing in time, spaced minutes to a day apart; amounts
+shrink by 0.5-4% per hop along chains (fees), fans split or gather a lognormal sum. Attempts
+mostly use ordinary accounts that also have background activity (one in ten accounts is a fresh
+mule with no other activity) and mostly pay by ACH. With ``min_each_typology`` (the default)
+every typology appears at least once even when the budget is smaller than the eight smallest
+shapes (31 rows): tiny data sets then carry more laundering than ``laundering_rate``.
+
+>>> ds = generate(accounts=300, days=1, seed=1)
+>>> sorted({a.typology for a in ds.attempts}) == sorted(TYPOLOGIES)
+True
+>>> [ev.source_offset for ev in ds.events[:3]]
+[2, 3, 4]
+>>> generate(accounts=300, days=1, seed=1).events == ds.events
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+from auditflow.money import CURRENCIES, Money, format_amount
+from auditflow.records import AccountRef, TransactionEvent
+from ingest.amlworld import (
+    TYPOLOGIES,
+    LaunderingAttempt,
+    event_id_for,
+    write_patterns,
+    write_transactions,
+)
+from pipelines.features import USD_RATES
+
+__all__ = ["Account", "Dataset", "convert", "generate", "write_dataset"]
+
+MINUTES_PER_DAY = 24 * 60
+BITCOIN = "Bitcoin"
+
+#: Home currency shares of fiat accounts (Bitcoin accounts are drawn separately).
+CURRENCY_SHARES: tuple[tuple[str, float], ...] = (
+    ("US Dollar", 44),
+    ("Euro", 19),
+    ("Yuan", 5),
+    ("Yen", 4),
+    ("Rupee", 4),
+    ("UK Pound", 4),
+    ("Canadian Dollar", 3),
+    ("Australian Dollar", 3),
+    ("Swiss Franc", 3),
+    ("Mexican Peso", 3),
+    ("Brazil Real", 2),
+    ("Ruble", 2),
+    ("Shekel", 2),
+    ("Saudi Riyal", 2),
+)
+BITCOIN_SHARE = 0.015
+
+#: Relative activity by hour of day: quiet nights, busy office hours.
+HOUR_WEIGHTS = (3, 2, 1, 1, 1, 2, 4, 7, 10, 12, 12, 11, 10, 10, 11, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+
+P2P_FORMATS = (("Cheque", 40), ("ACH", 22), ("Cash", 20), ("Wire", 12), ("Credit Card", 6))
+PURCHASE_FORMATS = (("Credit Card", 60), ("Cash", 20), ("Cheque", 20))
+SALARY_FORMATS = (("ACH", 70), ("Wire", 15), ("Cheque", 15))
+RECURRING_FORMATS = (("ACH", 50), ("Cheque", 35), ("Wire", 15))
+LAUNDERING_FORMATS = (("ACH", 55), ("Wire", 15), ("Cheque", 12), ("Credit Card", 10), ("Cash", 8))
+
+#: Relative frequency of each typology among the attempts beyond the first of each.
+TYPOLOGY_WEIGHTS = {
+    "FAN-OUT": 3,
+    "FAN-IN": 3,
+    "GATHER-SCATTER": 2,
+    "SCATTER-GATHER": 2,
+    "CYCLE": 2,
+    "RANDOM": 2,
+    "BIPARTITE": 2,
+    "STACK": 1,
+}
+#: Rows of each typology's smallest shape.
+MIN_ROWS = {
+    "FAN-OUT": 4,
+    "FAN-IN": 4,
+    "GATHER-SCATTER": 4,
+    "SCATTER-GATHER": 4,
+    "CYCLE": 3,
+    "RANDOM": 3,
+    "BIPARTITE": 3,
+    "STACK": 6,
+}
+LONE_SHARE = 0.15  # of the laundering budget, as transfers in no attempt
+MIN_LONE = 2
+SAME_CURRENCY_SHARE = 0.9  # of counterparties chosen in the payer's own currency
+CROSS_CURRENCY_SHARE = 0.3  # of transfers between currencies received in the payee's
+MULE_SHARE = 0.10  # of laundering participants that are fresh accounts with no background
+
+_CTX = Context(prec=60)
+
+
+def convert(money: Money, currency: str) -> Money:
+    """``money`` in ``currency`` at the USD_RATES ratio, rounded half-even to its scale.
+
+    >>> convert(Money("Euro", 100000), "US Dollar")
+    Money(currency='US Dollar', units=117000)
+    >>> format_amount(convert(Money("US Dollar", 100), "Bitcoin"))
+    '0.00008696'
+    """
+    if money.currency == currency:
+        return money
+    value = _CTX.divide(_CTX.multiply(money.to_decimal(), USD_RATES[money.currency]), USD_RATES[currency])
+    units = _CTX.scaleb(value, CURRENCIES[currency][1]).quantize(Decimal(1), ROUND_HALF_EVEN, _CTX)
+    return Money(currency, int(units))
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A synthetic account: where it is, its home currency and what kind of holder it has."""
+
+    ref: AccountRef
+    currency: str
+    kind: str  # "person", "business", "merchant", "payroll" or "mule"
+
+
+@dataclass(slots=True)
+class Dataset:
+    """Events in file order, the answer key, and what made them."""
+
+    events: list[TransactionEvent]
+    attempts: list[LaunderingAttempt]
+    accounts: list[Account] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    lone_laundering: int = 0  # laundering rows in no attempt
+
+    @property
+    def laundering_count(self) -> int:
+        return sum(1 for ev in self.events if ev.is_laundering)
+
+    @property
+    def laundering_rate(self) -> float:
+        return self.laundering_count / len(self.events) if self.events else 0.0
+
+    def hubs(self) -> list[AccountRef]:
+        """The legitimate high-degree accounts (merchants and payroll processors)."""
+        return [a.ref for a in self.accounts if a.kind in ("merchant", "payroll")]
+
+
+def _weighted(pairs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], list[float]]:
+    return tuple(p[0] for p in pairs), list(accumulate(p[1] for p in pairs))
+
+
+class _Builder:
+    """Holds the generator's state; the public entry point is :func:`generate`."""
+
+    def __init__(self, accounts: int, days: int, seed: int, density: float) -> None:
+        self.rng = random.Random(seed)
+        self.n_accounts = accounts
+        self.days = days
+        self.window = days * MINUTES_PER_DAY
+        self.density = density
+        self.accounts: list[Account] = []
+        self.favorites: list[list[int]] = []
+        # transfers: [minute, sender, receiver, paid, received, format, attempt (-1: none, -2: lone)]
+        self.txs: list[tuple[int, int, int, Money, Money, str, int]] = []
+        self.attempt_meta: list[tuple[str, str]] = []  # (typology, qualifier)
+        self._hour_cum = list(accumulate(HOUR_WEIGHTS))
+        self._cur_names, self._cur_cum = _weighted(CURRENCY_SHARES)
+        self._fmt = {
+            name: _weighted(pairs)
+            for name, pairs in (
+                ("p2p", P2P_FORMATS),
+                ("purchase", PURCHASE_FORMATS),
+                ("salary", SALARY_FORMATS),
+                ("recurring", RECURRING_FORMATS),
+                ("laundering", LAUNDERING_FORMATS),
+            )
+        }
+        self._acct_seen: set[tuple[str, str]] = set()  # membership only, never iterated
+        self._numbers: list[str] = []
+
+    # ------------------------------------------------------------------ small draws
+
+    def pick(self, names: tuple[str, ...], cum: list[float]) -> str:
+        return names[bisect.bisect_right(cum, self.rng.random() * cum[-1])]
+
+    def fmt(self, kind: str) -> str:
+        return self.pick(*self._fmt[kind])
+
+    def minute_of_day(self) -> int:
+        cum = self._hour_cum
+        hour = bisect.bisect_right(cum, self.rng.random() * cum[-1])
+        return hour * 60 + self.rng.randrange(60)
+
+    def usd_money(self, usd: float, currency: str) -> Money:
+        """A lognormal US-dollar draw as exact money in ``currency`` (Bitcoin: 6 or 8 decimals)."""
+        value = usd / float(USD_RATES[currency])
+        if currency == BITCOIN:
+            decimals = 6 if self.rng.random() < 0.7 else 8
+            return Money(currency, max(1, round(value * 10**decimals)) * 10 ** (8 - decimals))
+        return Money(currency, max(1, round(value * 100)))
+
+    def lognormal(self, median: float, sigma: float) -> float:
+        return min(5e7, max(0.5, self.rng.lognormvariate(math.log(median), sigma)))
+
+    def amounts(self, sender: int, receiver: int, usd: float, always_convert: bool = False) -> tuple[Money, Money]:
+        """(paid, received): paid in the sender's currency, received maybe in the receiver's."""
+        paid_cur = self.accounts[sender].currency
+        recv_cur = self.accounts[receiver].currency
+        paid = self.usd_money(usd, paid_cur)
+        if recv_cur != paid_cur and (always_convert or self.rng.random() < CROSS_CURRENCY_SHARE):
+            return paid, convert(paid, recv_cur)
+        return paid, paid
+
+    # ------------------------------------------------------------------ accounts
+
+    def bank_ids(self, n: int) -> list[str]:
+        rng, out, seen = self.rng, [], set()
+        while len(out) < n:
+            width = rng.choices((2, 3, 4, 5), weights=(2, 4, 6, 6))[0]
+            core = str(rng.randrange(10 ** (width - 1), 10**width))
+            bank = ("00" if rng.random() < 0.25 else "0") + core
+            if bank not in seen:
+                seen.add(bank)
+                out.append(bank)
+        if n >= 4:  # the integer trap: '010' and '0010' are different banks
+            twin = "0" + out[0]
+            if twin not in seen:
+                out[-1] = twin
+        return out
+
+    def account_number(self) -> str:
+        rng = self.rng
+        last = "0" if rng.random() < 0.85 else f"{rng.getrandbits(4):X}"
+        return f"8{rng.getrandbits(28):07X}{last}"
+
+    def new_account(self, bank: str, currency: str, kind: str) -> int:
+        rng = self.rng
+        while True:
+            if self._numbers and rng.random() < 0.005:  # same number at another bank
+                number = self._numbers[rng.randrange(len(self._numbers))]
+            else:
+                number = self.account_number()
+            if (bank, number) not in self._acct_seen:
+                break
+        self._acct_seen.add((bank, number))
+        self._numbers.append(number)
+        self.accounts.append(Account(AccountRef(bank, number), currency, kind))
+        self.favorites.append([])
+        return len(self.accounts) - 1
+
+    def make_accounts(self) -> None:
+        rng, n = self.rng, self.n_accounts
+        n_banks = max(4, round(n / 20))
+        self.banks = self.bank_ids(n_banks)
+        self._bank_cum = list(accumulate(1 / (i + 1) ** 0.8 for i in range(n_banks)))
+        n_merchants = max(2, n // 400)
+        n_payroll = max(1, n // 500)
+        n_bitcoin = max(2, round(n * BITCOIN_SHARE)) if n >= 40 else 0
+        n_business = max(2, round(n * 0.04))
+        kinds = ["merchant"] * n_merchants + ["payroll"] * n_payroll + ["business"] * n_business
+        kinds += ["bitcoin"] * n_bitcoin
+        kinds += ["person"] * max(0, n - len(kinds))
+        for kind in kinds:
+            bank = self.random_bank()
+            if kind == "bitcoin":
+                self.new_account(bank, BITCOIN, "person")
+            else:
+                self.new_account(bank, self.pick(self._cur_names, self._cur_cum), kind)
+        self.idx_by_kind: dict[str, list[int]] = {k: [] for k in ("person", "business", "merchant", "payroll")}
+        self.bitcoin: list[int] = []
+        for i, a in enumerate(self.accounts):
+            (self.bitcoin if a.currency == BITCOIN else self.idx_by_kind[a.kind]).append(i)
+        self.ordinary = self.idx_by_kind["person"] + self.idx_by_kind["business"]  # fiat, not hubs
+        self.ordinary.sort()
+        if not self.ordinary:
+            raise ValueError("too few accounts for a synthetic data set")
+        # people mostly pay people in their own currency; businesses alike
+        self.by_currency: dict[str, list[int]] = {}
+        for i in self.ordinary:
+            self.by_currency.setdefault(self.accounts[i].currency, []).append(i)
+        # regular payees: a few accounts each, half of them at the same bank when possible
+        by_bank: dict[tuple[str, str], list[int]] = {}
+        for i in self.ordinary:
+            by_bank.setdefault((self.accounts[i].ref.bank, self.accounts[i].currency), []).append(i)
+        for i in self.ordinary:
+            same = by_bank[(self.accounts[i].ref.bank, self.accounts[i].currency)]
+            for _ in range(rng.randint(2, 6)):
+                pool = same if rng.random() < 0.5 and len(same) > 1 else self.counterparty_pool(i)
+                j = pool[rng.randrange(len(pool))]
+                if j != i and j not in self.favorites[i]:
+                    self.favorites[i].append(j)
+        for i in self.bitcoin:
+            for _ in range(rng.randint(1, 3)):
+                j = self.bitcoin[rng.randrange(len(self.bitcoin))]
+                if j != i and j not in self.favorites[i]:
+                    self.favorites[i].append(j)
+
+    def counterparty_pool(self, i: int) -> list[int]:
+        """Ordinary accounts to pay: mostly those sharing ``i``'s currency."""
+        same = self.by_currency.get(self.accounts[i].currency, [])
+        return same if len(same) > 1 and self.rng.random() < SAME_CURRENCY_SHARE else self.ordinary
+
+    def random_bank(self) -> str:
+        cum = self._bank_cum
+        return self.banks[bisect.bisect_right(cum, self.rng.random() * cum[-1])]
+
+    # ------------------------------------------------------------------ background
+
+    def add(self, minute: int, s: int, r: int, paid: Money, received: Money, fmt: str, attempt: int = -1) -> None:
+        self.txs.append((min(max(minute, 0), self.window - 1), s, r, paid, received, fmt, attempt))
+
+    def structured(self) -> list[tuple[int, int, int, Money, Money, str]]:
+        """Salaries, recurring payments and supplier payments: fixed amounts on fixed cycles."""
+        rng, out = self.rng, []
+        persons, businesses = self.idx_by_kind["person"], self.idx_by_kind["business"]
+        merchants, payrolls = self.idx_by_kind["merchant"], self.idx_by_kind["payroll"]
+        employers = payrolls + businesses
+        pay_minute = {e: rng.randrange(0, 6 * 60) for e in employers}  # payroll runs at night
+        for i in persons:
+            if rng.random() >= 0.55 or not employers:
+                continue
+            cur = self.accounts[i].currency
+            pool = payrolls if payrolls and rng.random() < 0.75 else businesses or payrolls
+            local = [e for e in pool if self.accounts[e].currency == cur]
+            if local and rng.random() < SAME_CURRENCY_SHARE:
+                pool = local
+            employer = pool[rng.randrange(len(pool))]
+            paid, received = self.amounts(employer, i, self.lognormal(1300, 0.45), always_convert=True)
+            fmt, phase = self.fmt("salary"), rng.randrange(7)
+            for day in range(self.days):
+                if (day + phase) % 7 == 0:
+                    minute = day * MINUTES_PER_DAY + pay_minute[employer] + rng.randrange(90)
+                    out.append((minute, employer, i, paid, received, fmt))
+        for p in payrolls:  # client businesses fund the payroll processor
+            for _ in range(rng.randint(3, 10)) if businesses else ():
+                j = businesses[rng.randrange(len(businesses))]
+                paid, received = self.amounts(j, p, self.lognormal(20000, 0.8))
+                fmt, period, at = rng.choice(("ACH", "Wire")), rng.choice((1, 2, 3)), rng.randrange(6 * 60, 20 * 60)
+                phase = rng.randrange(period)
+                for day in range(self.days):
+                    if (day + phase) % period == 0:
+                        out.append((day * MINUTES_PER_DAY + at + rng.randrange(30), j, p, paid, received, fmt))
+        payees = businesses + merchants
+        for i in self.ordinary:
+            if rng.random() >= 0.5:
+                continue
+            for _ in range(rng.randint(1, 2)):
+                r = rng.random()
+                pool = payees if r < 0.5 and payees else self.counterparty_pool(i)
+                j = pool[rng.randrange(len(pool))]
+                if j == i:
+                    continue
+                paid, received = self.amounts(i, j, self.lognormal(200, 1.0))
+                fmt = self.fmt("recurring")
+                period = rng.choice((1, 2, 3, 7, 7, 14, 30))
+                phase, at = rng.randrange(period), self.minute_of_day()
+                for day in range(self.days):
+                    if (day + phase) % period == 0:
+                        out.append((day * MINUTES_PER_DAY + at + rng.randrange(10), i, j, paid, received, fmt))
+        for m in merchants:
+            for _ in range(rng.randint(8, 24)):
+                j = self.ordinary[rng.randrange(len(self.ordinary))]
+                paid, received = self.amounts(m, j, self.lognormal(2500, 0.8))
+                fmt, period = self.fmt("recurring"), rng.choice((1, 1, 2, 3))
+                phase, at = rng.randrange(period), rng.randrange(8 * 60, 18 * 60)
+                for day in range(self.days):
+                    if (day + phase) % period == 0:
+                        out.append((day * MINUTES_PER_DAY + at + rng.randrange(30), m, j, paid, received, fmt))
+        return out
+
+    def background(self, target: int) -> None:
+        rng = self.rng
+        fixed = self.structured()
+        if len(fixed) > 0.5 * target:  # thin the cycles when the density asked for is low
+            keep = 0.5 * target / len(fixed)
+            fixed = [t for t in fixed if rng.random() < keep]
+        for t in fixed:
+            self.add(*t)
+        senders = self.ordinary + self.bitcoin + self.idx_by_kind["merchant"]
+        weights = []
+        for i in senders:
+            kind = self.accounts[i].kind
+            w = rng.lognormvariate(0.0, 0.7)
+            weights.append(w * (4.0 if kind == "business" else 0.5 if kind == "merchant" else 1.0))
+        sender_cum = list(accumulate(weights))
+        merchants = self.idx_by_kind["merchant"]
+        merchant_cum = list(accumulate(1 / (k + 1) for k in range(len(merchants))))
+        bitcoin = self.bitcoin
+        local_merchants: dict[str, list[int]] = {}
+        for m in merchants:
+            local_merchants.setdefault(self.accounts[m].currency, []).append(m)
+        remaining = target - len(fixed)
+        while remaining > 0:
+            s = senders[bisect.bisect_right(sender_cum, rng.random() * sender_cum[-1])]
+            minute = rng.randrange(self.days) * MINUTES_PER_DAY + self.minute_of_day()
+            r = rng.random()
+            if r < 0.09:  # reinvestment: a self-transfer
+                paid = self.usd_money(self.lognormal(1500, 1.4), self.accounts[s].currency)
+                self.add(minute, s, s, paid, paid, "Reinvestment")
+                remaining -= 1
+                continue
+            if self.accounts[s].currency == BITCOIN:
+                fav = self.favorites[s]
+                j = fav[rng.randrange(len(fav))] if fav and r < 0.6 else bitcoin[rng.randrange(len(bitcoin))]
+                if j == s:
+                    continue
+                paid = self.usd_money(self.lognormal(500, 1.5), BITCOIN)
+                self.add(minute, s, j, paid, paid, "Bitcoin")
+                remaining -= 1
+                continue
+            fav = self.favorites[s]
+            if r < 0.40 and fav:
+                j, usd, kind = fav[rng.randrange(len(fav))], self.lognormal(300, 1.2), "p2p"
+            elif r < 0.70 and merchants and self.accounts[s].kind != "merchant":
+                local = local_merchants.get(self.accounts[s].currency)
+                if local and rng.random() < SAME_CURRENCY_SHARE:
+                    j = local[rng.randrange(len(local))]
+                else:
+                    j = merchants[bisect.bisect_right(merchant_cum, rng.random() * merchant_cum[-1])]
+                usd, kind = self.lognormal(60, 1.0), "purchase"
+            else:
+                pool = self.counterparty_pool(s)
+                j, usd, kind = pool[rng.randrange(len(pool))], self.lognormal(400, 1.4), "p2p"
+            if j == s:
+                continue
+            paid, received = self.amounts(s, j, usd)
+            fmt = "Wire" if paid.currency != received.currency and rng.random() < 0.3 else self.fmt(kind)
+            self.add(minute, s, j, paid, received, fmt)
+            remaining -= 1
+
+    # ------------------------------------------------------------------ laundering
+
+    def shape(self, typology: str, cap: int) -> dict[str, int]:
+        """Draw a shape's size, shrunk towards the smallest shape to stay within ``cap`` rows."""
+        rng = self.rng
+        if typology in ("FAN-OUT", "FAN-IN"):
+            return {"d": max(4, min(rng.randint(4, 16), cap))}
+        if typology in ("CYCLE", "RANDOM"):
+            return {"h": max(3, min(rng.randint(3, 8), cap))}
+        if typology == "SCATTER-GATHER":
+            return {"k": max(2, min(rng.randint(2, 8), cap // 2))}
+        if typology == "GATHER-SCATTER":
+            k_in, k_out = rng.randint(2, 8), rng.randint(2, 8)
+            while k_in + k_out > cap and (k_in > 2 or k_out > 2):
+                if k_in >= k_out:
+                    k_in -= 1
+                else:
+                    k_out -= 1
+            return {"k_in": k_in, "k_out": k_out}
+        if typology == "BIPARTITE":
+            a, b = rng.randint(2, 5), rng.randint(2, 5)
+            while max(a, b) + 1 > cap and (a > 2 or b > 2):
+                a, b = (a - 1, b) if a >= b else (a, b - 1)
+            e = max(max(a, b) + 1, min(rng.randint(max(a, b) + 1, a * b), cap))
+            return {"a": a, "b": b, "e": e}
+        if typology == "STACK":
+            a, b, c = rng.randint(2, 4), rng.randint(2, 4), rng.randint(2, 4)
+            while max(a, b) + max(b, c) + 2 > cap and (a > 2 or b > 2 or c > 2):
+                if b > 2 and b >= a and b >= c:
+                    b -= 1
+                elif a >= c and a > 2:
+                    a -= 1
+                else:
+                    c -= 1
+            lo1, lo2 = max(a, b) + 1, max(b, c) + 1
+            e1 = rng.randint(lo1, a * b)
+            e2 = rng.randint(lo2, b * c)
+            while e1 + e2 > cap and (e1 > lo1 or e2 > lo2):
+                if e1 - lo1 >= e2 - lo2:
+                    e1 -= 1
+                else:
+                    e2 -= 1
+            return {"a": a, "b": b, "c": c, "e1": e1, "e2": e2}
+        raise ValueError(f"unknown typology {typology!r}")
+
+    @staticmethod
+    def shape_rows(typology: str, p: dict[str, int]) -> int:
+        if typology in ("FAN-OUT", "FAN-IN"):
+            return p["d"]
+        if typology in ("CYCLE", "RANDOM"):
+            return p["h"]
+        if typology == "SCATTER-GATHER":
+            return 2 * p["k"]
+        if typology == "GATHER-SCATTER":
+            return p["k_in"] + p["k_out"]
+        if typology == "BIPARTITE":
+            return p["e"]
+        return p["e1"] + p["e2"]
+
+    def participants(self, n: int) -> list[int]:
+        """``n`` distinct fiat accounts: mostly ordinary ones, a few fresh mules."""
+        rng, out = self.rng, []
+        while len(out) < n:
+            if rng.random() < MULE_SHARE:
+                out.append(self.new_account(self.random_bank(), self.pick(self._cur_names, self._cur_cum), "mule"))
+                continue
+            i = self.ordinary[rng.randrange(len(self.ordinary))]
+            if i not in out:
+                out.append(i)
+        return out
+
+    def bipartite_edges(self, a: int, b: int, e: int) -> list[tuple[int, int]]:
+        """``e`` distinct edges from range(a) to range(b) touching every node on both sides."""
+        edges = [(i % a, i % b) for i in range(max(a, b))]
+        rest = [(x, y) for x in range(a) for y in range(b) if (x, y) not in edges]
+        self.rng.shuffle(rest)
+        return edges + rest[: e - len(edges)]
+
+    def fee(self) -> float:
+        return 1.0 - self.rng.uniform(0.005, 0.04)
+
+    def split(self, total: float, n: int) -> list[float]:
+        w = [self.rng.uniform(0.6, 1.4) for _ in range(n)]
+        s = sum(w)
+        return [total * x / s for x in w]
+
+    def attempt_edges(self, typology: str, p: dict[str, int]) -> tuple[list[tuple[int, int, float]], list[int]]:
+        """Edges (local sender, local receiver, USD) in time order, and how many accounts."""
+        rng = self.rng
+        base = self.lognormal(9000, 0.9)
+        edges: list[tuple[int, int, float]] = []
+        if typology == "FAN-OUT":
+            d = p["d"]
+            edges = [(0, 1 + i, x) for i, x in enumerate(self.split(base * self.fee(), d))]
+            return edges, [d + 1]
+        if typology == "FAN-IN":
+            d = p["d"]
+            edges = [(i, d, x) for i, x in enumerate(self.split(base, d))]
+            return edges, [d + 1]
+        if typology == "CYCLE":
+            h, amount = p["h"], base
+            for i in range(h):
+                edges.append((i, (i + 1) % h, amount))
+                amount *= self.fee()
+            return edges, [h]
+        if typology == "RANDOM":
+            h = p["h"]
+            m = rng.randint(max(3, h - 2), h + 1)
+            prev, cur, amount = -1, 0, base
+            for _ in range(h):  # never straight back to where the money came from
+                nxt = rng.choice([j for j in range(m) if j not in (cur, prev)])
+                edges.append((cur, nxt, amount))
+                prev, cur, amount = cur, nxt, amount * self.fee()
+            return edges, [m]
+        if typology == "SCATTER-GATHER":
+            k = p["k"]  # 0 = source, 1..k intermediates, k + 1 = sink
+            parts = self.split(base, k)
+            edges = [(0, 1 + i, x) for i, x in enumerate(parts)]
+            order = list(range(k))
+            rng.shuffle(order)
+            edges += [(1 + i, k + 1, parts[i] * self.fee()) for i in order]
+            return edges, [k + 2]
+        if typology == "GATHER-SCATTER":
+            k_in, k_out = p["k_in"], p["k_out"]  # sources, hub = k_in, sinks after it
+            ins = self.split(base, k_in)
+            edges = [(i, k_in, x) for i, x in enumerate(ins)]
+            edges += [(k_in, k_in + 1 + j, x) for j, x in enumerate(self.split(sum(ins) * self.fee(), k_out))]
+            return edges, [k_in + 1 + k_out]
+        if typology == "BIPARTITE":
+            a, b = p["a"], p["b"]
+            pairs = self.bipartite_edges(a, b, p["e"])
+            rng.shuffle(pairs)
+            per_source = {x: base / a for x in range(a)}
+            counts = [sum(1 for x, _ in pairs if x == s) for s in range(a)]
+            edges = [(x, a + y, per_source[x] / counts[x] * rng.uniform(0.8, 1.2)) for x, y in pairs]
+            return edges, [a + b]
+        if typology == "STACK":
+            a, b, c = p["a"], p["b"], p["c"]
+            layer1 = self.bipartite_edges(a, b, p["e1"])
+            layer2 = self.bipartite_edges(b, c, p["e2"])
+            rng.shuffle(layer1)
+            rng.shuffle(layer2)
+            out1 = [sum(1 for x, _ in layer1 if x == s) for s in range(a)]
+            got = [0.0] * b
+            for x, y in layer1:
+                usd = base / a / out1[x] * rng.uniform(0.8, 1.2)
+                edges.append((x, a + y, usd))
+                got[y] += usd
+            out2 = [sum(1 for x, _ in layer2 if x == s) for s in range(b)]
+            for x, y in layer2:
+                edges.append((a + x, a + b + y, got[x] * self.fee() / out2[x]))
+            return edges, [a + b + c]
+        raise ValueError(f"unknown typology {typology!r}")
+
+    def schedule(self, n: int) -> list[int]:
+        """``n`` strictly increasing minutes inside the window, spaced minutes to a day apart."""
+        rng = self.rng
+        gaps = [max(1, round(rng.lognormvariate(math.log(90), 1.1))) for _ in range(n - 1)]
+        span, room = sum(gaps), max(n, int(self.window * 0.9))
+        if span > room - 1:
+            gaps = [max(1, g * (room - n) // span) for g in gaps]
+            span = sum(gaps)
+        t = rng.randrange(max(1, self.window - span))
+        times = [t]
+        for g in gaps:
+            t += g
+            times.append(t)
+        return times
+
+    def add_attempt(self, typology: str, p: dict[str, int]) -> None:
+        rng = self.rng
+        edges, (n_accounts,) = self.attempt_edges(typology, p)
+        who = self.participants(n_accounts)
+        dominant = self.fmt("laundering")
+        attempt = len(self.attempt_meta)
+        for (x, y, usd), minute in zip(edges, self.schedule(len(edges)), strict=True):
+            s, r = who[x], who[y]
+            paid, received = self.amounts(s, r, usd)
+            fmt = dominant if rng.random() < 0.8 else self.fmt("laundering")
+            self.add(minute, s, r, paid, received, fmt, attempt)
+        if typology in ("FAN-OUT", "FAN-IN"):
+            qualifier = f"Max {p['d']}-degree {'Fan-Out' if typology == 'FAN-OUT' else 'Fan-In'}"
+        elif typology in ("CYCLE", "RANDOM"):
+            qualifier = f"Max {p['h']} hops"
+        else:
+            qualifier = ""
+        self.attempt_meta.append((typology, qualifier))
+
+    def laundering(self, budget: int, min_each: bool) -> int:
+        """Attempts and lone transfers for ``budget`` rows; returns the number of lone rows."""
+        rng = self.rng
+        lone_target = max(MIN_LONE, round(budget * LONE_SHARE))
+        if not min_each:
+            lone_target = min(budget, lone_target)
+        attempt_budget = max(0, budget - lone_target)
+        used = 0
+        if min_each:
+            per = attempt_budget // len(TYPOLOGIES)
+            for t in TYPOLOGIES:
+                p = self.shape(t, per)
+                self.add_attempt(t, p)
+                used += self.shape_rows(t, p)
+        while True:
+            cap = attempt_budget - used
+            fits = [t for t in TYPOLOGIES if MIN_ROWS[t] <= cap]
+            if not fits:
+                break
+            t = rng.choices(fits, weights=[TYPOLOGY_WEIGHTS[x] for x in fits])[0]
+            p = self.shape(t, cap)
+            self.add_attempt(t, p)
+            used += self.shape_rows(t, p)
+        lone = max(lone_target, budget - used)
+        for _ in range(lone):
+            s, r = self.participants(2)
+            paid, received = self.amounts(s, r, self.lognormal(6000, 1.0))
+            self.add(rng.randrange(self.window), s, r, paid, received, self.fmt("laundering"), -2)
+        return lone
+
+    # ------------------------------------------------------------------ assembly
+
+    def assemble(self, start: datetime) -> tuple[list[TransactionEvent], list[LaunderingAttempt]]:
+        rng = self.rng
+        keyed = sorted((tx[0], rng.random(), seq) for seq, tx in enumerate(self.txs))
+        ts_cache: dict[int, tuple[datetime, str]] = {}
+        events: list[TransactionEvent] = []
+        rows: list[list[tuple[str, ...]]] = [[] for _ in self.attempt_meta]
+        first_line = [0] * len(self.attempt_meta)
+        for line, (minute, _, seq) in enumerate(keyed, start=2):
+            _, s, r, paid, received, fmt, attempt = self.txs[seq]
+            if minute not in ts_cache:
+                ts = start + timedelta(minutes=minute)
+                ts_cache[minute] = (ts, ts.strftime("%Y/%m/%d %H:%M"))
+            ts, ts_text = ts_cache[minute]
+            snd, rcv = self.accounts[s].ref, self.accounts[r].ref
+            label = attempt != -1
+            fields = [
+                ts_text,
+                snd.bank,
+                snd.account,
+                rcv.bank,
+                rcv.account,
+                format_amount(received),
+                received.currency,
+                format_amount(paid),
+                paid.currency,
+                fmt,
+                "1" if label else "0",
+            ]
+            events.append(
+                TransactionEvent(
+                    event_id=event_id_for(fields, line),
+                    timestamp=ts,
+                    sender=snd,
+                    receiver=rcv,
+                    amount_received=received,
+                    amount_paid=paid,
+                    payment_format=fmt,
+                    is_laundering=label,
+                    source_offset=line,
+                )
+            )
+            if attempt >= 0:
+                if not rows[attempt]:
+                    first_line[attempt] = line
+                rows[attempt].append(tuple(fields))
+        # the answer key lists attempts in the order they start in the file
+        order = sorted(range(len(rows)), key=first_line.__getitem__)
+        return events, [LaunderingAttempt(*self.attempt_meta[i], tuple(rows[i])) for i in order]
+
+
+def generate(
+    accounts: int = 2000,
+    days: int = 3,
+    laundering_rate: float = 0.001,
+    seed: int = 7,
+    start: datetime = datetime(2022, 9, 1),
+    *,
+    tx_per_account_day: float = 4.5,
+    min_each_typology: bool = True,
+) -> Dataset:
+    """Generate a synthetic AMLworld-like data set (see the module docstring for the model).
+
+    ``tx_per_account_day`` sets the background density: the defaults give about 27,000
+    background rows. ``laundering_rate`` is the share of laundering rows among all rows.
+    """
+    if accounts < 20:
+        raise ValueError(f"accounts must be at least 20, got {accounts}")
+    if days < 1:
+        raise ValueError(f"days must be at least 1, got {days}")
+    if not 0 <= laundering_rate < 0.5:
+        raise ValueError(f"laundering_rate must be in [0, 0.5), got {laundering_rate}")
+    if tx_per_account_day <= 0:
+        raise ValueError(f"tx_per_account_day must be positive, got {tx_per_account_day}")
+    start = start.replace(second=0, microsecond=0)
+    b = _Builder(accounts, days, seed, tx_per_account_day)
+    b.make_accounts()
+    b.background(round(accounts * days * tx_per_account_day))
+    n_background = len(b.txs)
+    budget = round(laundering_rate * n_background / (1 - laundering_rate))
+    lone = b.laundering(budget, min_each_typology)
+    events, attempts = b.assemble(start)
+    params = {
+        "accounts": accounts,
+        "days": days,
+        "laundering_rate": laundering_rate,
+        "seed": seed,
+        "start": start.isoformat(),
+        "tx_per_account_day": tx_per_account_day,
+        "min_each_typology": min_each_typology,
+    }
+    return Dataset(events, attempts, list(b.accounts), params, lone)
+
+
+def write_dataset(dataset: Dataset, out_dir: str | Path, name: str = "synthetic") -> tuple[Path, Path]:
+    """Write ``<name>_Trans.csv`` and ``<name>_Patterns.txt``; returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trans, patterns = out / f"{name}_Trans.csv", out / f"{name}_Patterns.txt"
+    write_transactions(trans, dataset.events)
+    write_patterns(patterns, dataset.attempts)
+    return trans, patterns
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ingest.synthetic", description=__doc__.split("\n")[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--accounts", type=int, default=2000)
+    ap.add_argument("--days", type=int, default=3)
+    ap.add_argument("--laundering-rate", type=float, default=0.001)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--start", type=datetime.fromisoformat, default=datetime(2022, 9, 1))
+    ap.add_argument("--tx-per-account-day", type=float, default=4.5)
+    ap.add_argument("--name", default="synthetic")
+    args = ap.parse_args(argv)
+    ds = generate(
+        args.accounts,
+        args.days,
+        args.laundering_rate,
+        args.seed,
+        args.start,
+        tx_per_account_day=args.tx_per_account_day,
+    )
+    trans, patterns = write_dataset(ds, args.out_dir, args.name)
+    print(
+        f"{trans}: {len(ds.events)} rows, {ds.laundering_count} laundering "
+        f"({ds.laundering_rate:.4%}); {patterns}: {len(ds.attempts)} attempts"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

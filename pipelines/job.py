@@ -1,0 +1,268 @@
+"""The stream job (PyFlink): parse -> per-account windowed features -> fast score -> alerts,
+with the transaction graph written on the side and bad records split off, never dropped.
+
+Topology (one job per run)::
+
+    raw (source, offset, text) --parse--> events --legs--> keyBy(account) --AccountFeatures-->
+        keyBy(event_id) --JoinLegs + fast score--> alerts (score >= candidate threshold)
+    events --GraphWriter--> GraphStore (networkx file or Neo4j)
+    parse failures --side output--> rejects / dead letters (with source and offset)
+
+Python functions run in PyFlink's thread mode (the interpreter embedded in the TaskManager JVM),
+about an order of magnitude faster per record than process mode on this kind of job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyflink.common import Configuration, Types
+from pyflink.datastream import (
+    FlatMapFunction,
+    KeyedProcessFunction,
+    OutputTag,
+    ProcessFunction,
+    RuntimeContext,
+    StreamExecutionEnvironment,
+)
+from pyflink.datastream.state import ValueStateDescriptor
+
+from auditflow.errors import FieldError
+from auditflow.records import RejectedRecord, TransactionEvent
+from ingest.amlworld import parse_line
+from pipelines.features import (
+    ACCOUNT_FEATURES,
+    DEFAULT_WINDOW_MINUTES,
+    AccountWindow,
+    assemble,
+    in_leg,
+    out_leg,
+)
+from pipelines.sources import DEFAULT_CHUNK_BYTES, read_chunk, split_file
+
+REJECT_TAG = OutputTag("rejects", Types.STRING())
+EVENT_PART, SND_PART, RCV_PART = 0, 1, 2
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def flink_environment(parallelism: int = 1, extra_jars: list[str] | None = None) -> StreamExecutionEnvironment:
+    """A local (MiniCluster) environment in thread mode whose Python workers see this project."""
+    paths = [str(PROJECT_ROOT), *site.getsitepackages()]
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
+    conf = Configuration()
+    conf.set_string("python.execution-mode", "thread")
+    conf.set_string("python.fn-execution.bundle.size", "1000")
+    conf.set_string("taskmanager.memory.process.size", "1600m")
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    env.set_python_executable(sys.executable)
+    if extra_jars:
+        env.add_jars(*[f"file://{os.path.abspath(j)}" for j in extra_jars])
+    return env
+
+
+# ------------------------------------------------------------------------------ operators
+
+
+def decode_event(raw: str, source: str, offset: int) -> TransactionEvent:
+    """A raw record is either an AMLworld CSV line or an event's JSON wire form."""
+    text = raw.strip()
+    if text.startswith("{"):
+        return TransactionEvent.from_json(text)
+    result = parse_line(raw, offset, source)
+    if isinstance(result, RejectedRecord):
+        raise FieldError(result.field, result.value, result.reason)
+    return result
+
+
+class ParseEvents(ProcessFunction):
+    """Good records go on as events; bad ones go to the side output with their offset."""
+
+    def process_element(self, value, ctx):
+        source, offset, raw = value
+        try:
+            ev = decode_event(raw, source, offset)
+        except FieldError as e:
+            rej = RejectedRecord(source, offset, raw, e.field, str(e.value), e.reason, stage="parse")
+            yield REJECT_TAG, rej.to_json()
+            return
+        yield ev
+
+
+class EventParts(FlatMapFunction):
+    """Each event fans out to the join (the event itself) and to both accounts' legs."""
+
+    def flat_map(self, ev):
+        yield ev.event_id, EVENT_PART, ev
+        for leg in (out_leg(ev), in_leg(ev)):
+            yield leg[0], leg[1:] + (ev.event_id,)
+
+
+class AccountFeatures(KeyedProcessFunction):
+    """Keyed by account: the account's sliding window lives in Flink keyed state."""
+
+    def __init__(self, window_minutes: int = DEFAULT_WINDOW_MINUTES):
+        self.window_minutes = window_minutes
+
+    def open(self, runtime_context: RuntimeContext):
+        self.state = runtime_context.get_state(ValueStateDescriptor("window", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value, ctx):
+        _, (minute, is_out, cp, cents, event_id) = value
+        window = self.state.value() or AccountWindow(self.window_minutes)
+        feats = window.apply(minute, is_out, cp, cents)
+        self.state.update(window)
+        yield event_id, SND_PART if is_out else RCV_PART, [feats[k] for k in ACCOUNT_FEATURES]
+
+
+class JoinAndScore(KeyedProcessFunction):
+    """Keyed by event id: waits for the event and both legs' features, then scores it."""
+
+    def __init__(self, scorer_factory: Callable[[], tuple[Callable, float, str]]):
+        self.scorer_factory = scorer_factory
+
+    def open(self, runtime_context: RuntimeContext):
+        self.parts = runtime_context.get_state(ValueStateDescriptor("parts", Types.PICKLED_BYTE_ARRAY()))
+        self.score, self.threshold, self.digest = self.scorer_factory()
+
+    def process_element(self, value, ctx):
+        _, kind, payload = value
+        parts = self.parts.value() or {}
+        parts[kind] = payload
+        if len(parts) < 3:
+            self.parts.update(parts)
+            return
+        self.parts.clear()
+        ev = parts[EVENT_PART]
+        snd = dict(zip(ACCOUNT_FEATURES, parts[SND_PART]))
+        rcv = dict(zip(ACCOUNT_FEATURES, parts[RCV_PART]))
+        vec = assemble(ev, snd, rcv)
+        score = float(self.score([list(vec.values())])[0])
+        if score >= self.threshold:
+            yield json.dumps(
+                {"event": ev.to_dict(), "score": score, "features": list(vec.items()), "model": self.digest},
+                separators=(",", ":"),
+            )
+
+
+class GraphWriter(FlatMapFunction):
+    """Writes events to the graph store in batches (idempotent on event id); emits nothing."""
+
+    def __init__(self, store_url: str, batch: int = 2000):
+        self.store_url = store_url
+        self.batch = batch
+
+    def open(self, runtime_context: RuntimeContext):
+        from evidence_graph import open_store
+
+        self.store = open_store(self.store_url)
+        self.buffer: list[TransactionEvent] = []
+
+    def flat_map(self, value):
+        self.buffer.append(value)
+        if len(self.buffer) >= self.batch:
+            self.store.add_transactions(self.buffer)
+            self.buffer = []
+        return iter(())
+
+    def close(self):
+        if self.buffer:
+            self.store.add_transactions(self.buffer)
+            self.buffer = []
+        self.store.close()
+
+
+# ------------------------------------------------------------------------------ wiring
+
+
+@dataclass
+class JobSpec:
+    """What one run of the stream job reads and writes."""
+
+    graph_url: str | None  # None: the job writes no graph
+    scorer_factory: Callable[[], tuple[Callable, float, str]]
+    window_minutes: int = DEFAULT_WINDOW_MINUTES
+    parallelism: int = 1
+    extra: dict = field(default_factory=dict)
+
+
+def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec):
+    """Wire the job over a stream of ``(source, offset, raw)``.
+
+    Returns ``(alerts, rejects, graph_done)``; ``graph_done`` carries no records, it anchors the
+    graph writer in the job graph for sinks that collect.
+    """
+    parsed = raw.process(ParseEvents(), output_type=Types.PICKLED_BYTE_ARRAY()).name("parse")
+    rejects = parsed.get_side_output(REJECT_TAG)
+    graph_done = None
+    if spec.graph_url:
+        graph_done = (
+            parsed.flat_map(GraphWriter(spec.graph_url), output_type=Types.STRING())
+            .name("graph-writer")
+            .set_parallelism(1)
+        )
+    parts = parsed.flat_map(EventParts(), output_type=Types.PICKLED_BYTE_ARRAY()).name("event-parts")
+    part_type = Types.TUPLE([Types.STRING(), Types.INT(), Types.PICKLED_BYTE_ARRAY()])
+    events = parts.filter(lambda p: len(p) == 3).map(lambda p: p, output_type=part_type)
+    legs = parts.filter(lambda p: len(p) == 2)
+    features = (
+        legs.key_by(lambda leg: leg[0], key_type=Types.STRING())
+        .process(AccountFeatures(spec.window_minutes), output_type=part_type)
+        .name("account-features")
+    )
+    alerts = (
+        events.union(features)
+        .key_by(lambda p: p[0], key_type=Types.STRING())
+        .process(JoinAndScore(spec.scorer_factory), output_type=Types.STRING())
+        .name("join-and-score")
+    )
+    return alerts, rejects, graph_done
+
+
+def file_source(env: StreamExecutionEnvironment, chunks: list[tuple[str, int, int, int]]):
+    """Bounded source over line-aligned chunks of a CSV (see :mod:`pipelines.sources`)."""
+    chunk_type = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG(), Types.LONG()])
+    return (
+        env.from_collection(chunks, type_info=chunk_type)
+        .flat_map(read_chunk, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()]))
+        .name("read-csv")
+    )
+
+
+@dataclass
+class JobOutput:
+    """What a bounded run produced: fast-path alerts, rejects, and records read."""
+
+    alerts: list[dict]
+    rejects: list[RejectedRecord]
+    records_in: int
+
+
+def run_file_job(csv_path: str, spec: JobSpec, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> JobOutput:
+    """Run the job on a local MiniCluster over a CSV file (the embedded default)."""
+    chunks, records_in = split_file(csv_path, chunk_bytes)
+    env = flink_environment(spec.parallelism)
+    raw = file_source(env, [c.as_tuple() for c in chunks])
+    alerts, rejects, graph_done = build_pipeline(env, raw, spec)
+    streams = [rejects.map(lambda s: "R" + s, output_type=Types.STRING())]
+    if graph_done is not None:
+        streams.append(graph_done)
+    tagged = alerts.map(lambda s: "A" + s, output_type=Types.STRING()).union(*streams)
+    out_alerts: list[dict] = []
+    out_rejects: list[RejectedRecord] = []
+    with tagged.execute_and_collect("auditflow-stream") as results:
+        for item in results:
+            if item[0] == "A":
+                out_alerts.append(json.loads(item[1:]))
+            else:
+                out_rejects.append(RejectedRecord.from_dict(json.loads(item[1:])))
+    out_alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
+    out_rejects.sort(key=lambda r: (r.source, r.offset))
+    return JobOutput(out_alerts, out_rejects, records_in)

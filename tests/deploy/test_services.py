@@ -1,0 +1,231 @@
+"""Integration tests for deploy/services: real Kafka, Neo4j and Flink servers on loopback.
+
+They assume the services are already UP (``deploy/services up``; ``make test`` starts them and
+sets AUDITFLOW_SERVICES=1). Without AUDITFLOW_SERVICES=1 every test here is skipped: nothing is
+faked. The restart test stops and starts Kafka and Neo4j and leaves them up.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = REPO / "deploy" / "services"
+TINY_JOB = Path(__file__).resolve().parent / "tiny_keyed_job.py"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.environ.get("AUDITFLOW_SERVICES") != "1",
+                       reason="needs running services: `deploy/services up` then AUDITFLOW_SERVICES=1 "
+                              "(make test does both)"),
+]
+
+
+def services(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SERVICES), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "AUDITFLOW_PYTHON": sys.executable})
+
+
+@pytest.fixture(scope="module")
+def settings() -> dict[str, str]:
+    """The client settings exactly as `deploy/services env` prints them."""
+    res = services("env", timeout=900)
+    assert res.returncode == 0, res.stderr
+    found = dict(re.findall(r"^export (\w+)=(.*)$", res.stdout, re.M))
+    return {k: v.strip("'") for k, v in found.items()}
+
+
+def kafka_admin(bootstrap: str):
+    from kafka import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="deploy-tests", request_timeout_ms=30000)
+
+
+def produce_one(bootstrap: str, topic: str, key: bytes, value: bytes):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10)
+    try:
+        meta = producer.send(topic, key=key, value=value).get(timeout=60)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    return meta
+
+
+def consume_at(bootstrap: str, topic: str, partition: int, offset: int, deadline_s: float = 60):
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            for records in consumer.poll(timeout_ms=1000).values():
+                for rec in records:
+                    if rec.offset == offset:
+                        return rec
+        raise AssertionError(f"no record at {topic}[{partition}]@{offset} within {deadline_s}s")
+    finally:
+        consumer.close()
+
+
+def neo4j_driver(uri: str):
+    import neo4j
+    return neo4j.GraphDatabase.driver(uri, auth=None)
+
+
+def rest(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+# ------------------------------------------------------------------------------------------
+
+def test_env_prints_client_settings(settings):
+    assert settings["AUDITFLOW_KAFKA_BOOTSTRAP"] == "127.0.0.1:9092"
+    assert settings["AUDITFLOW_NEO4J_URI"] == "bolt://127.0.0.1:7687"
+    assert settings["AUDITFLOW_FLINK_REST"] == "http://127.0.0.1:8081"
+    jar = Path(settings["AUDITFLOW_FLINK_KAFKA_JAR"])
+    assert jar.is_absolute() and jar.is_file(), jar
+    assert jar.name == "flink-sql-connector-kafka-5.0.0-2.2.jar"
+    assert (Path(settings["FLINK_HOME"]) / "bin" / "flink").is_file()
+
+
+def test_status_reports_all_running():
+    res = services("status", timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("kafka", "neo4j", "flink"):
+        assert re.search(rf"^{name}\s+running\b", res.stdout, re.M), res.stdout
+
+
+def test_up_when_up_is_a_no_op():
+    t0 = time.monotonic()
+    res = services("up", timeout=300)
+    assert res.returncode == 0, res.stderr
+    for name in ("kafka", "neo4j", "flink"):
+        assert f"{name}: already running" in res.stderr, res.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_kafka_topic_with_3_partitions_and_round_trip(settings):
+    from kafka.admin import NewTopic
+    bootstrap = settings["AUDITFLOW_KAFKA_BOOTSTRAP"]
+    topic = f"deploy-test-{uuid.uuid4().hex[:8]}"
+    admin = kafka_admin(bootstrap)
+    try:
+        admin.create_topics([NewTopic(name=topic, num_partitions=3, replication_factor=1)])
+        assert topic in admin.list_topics()
+        [desc] = admin.describe_topics([topic])
+        assert len(desc["partitions"]) == 3
+        value = json.dumps({"tx": "t-1", "amount": "12.50"}).encode()
+        meta = produce_one(bootstrap, topic, b"acct-1", value)
+        assert meta.topic == topic and meta.partition in (0, 1, 2)
+        rec = consume_at(bootstrap, topic, meta.partition, meta.offset)
+        assert (rec.key, rec.value) == (b"acct-1", value)
+    finally:
+        try:
+            admin.delete_topics([topic])
+        finally:
+            admin.close()
+
+
+def test_neo4j_return_1_and_write_read(settings):
+    node_id = f"deploy-test-{uuid.uuid4().hex[:8]}"
+    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"]) as driver:
+        records, _, _ = driver.execute_query("RETURN 1 AS ok")
+        assert records[0]["ok"] == 1
+        try:
+            driver.execute_query("MERGE (a:DeployTest {id: $id}) SET a.amount = $amount "
+                                 "MERGE (b:DeployTest {id: $id + '-b'}) MERGE (a)-[:SENT {n: 1}]->(b)",
+                                 id=node_id, amount=42)
+            records, _, _ = driver.execute_query(
+                "MATCH (a:DeployTest {id: $id})-[r:SENT]->(b) RETURN a.amount AS amount, r.n AS n, b.id AS b",
+                id=node_id, routing_="r")
+            assert [(r["amount"], r["n"], r["b"]) for r in records] == [(42, 1, node_id + "-b")]
+        finally:
+            driver.execute_query("MATCH (n:DeployTest) WHERE n.id STARTS WITH $id DETACH DELETE n", id=node_id)
+
+
+def test_flink_overview_has_a_taskmanager(settings):
+    ov = rest(settings["AUDITFLOW_FLINK_REST"] + "/overview")
+    assert ov["taskmanagers"] >= 1
+    assert ov["slots-total"] >= 1
+    assert ov["flink-version"] == "2.2.0"
+
+
+def test_flink_run_tiny_keyed_pyflink_job(settings):
+    flink_home = Path(settings["FLINK_HOME"])
+    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_CONF_DIR": settings["AUDITFLOW_FLINK_CONF_DIR"]}
+    env.pop("FLINK_ENV_JAVA_OPTS", None)
+    res = subprocess.run([str(flink_home / "bin" / "flink"), "run", "-pyexec", sys.executable,
+                          "-py", str(TINY_JOB)],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    m = re.search(r"^TINY_JOB_RESULT (\{.*\})$", res.stdout, re.M)
+    assert m, out[-4000:]
+    result = json.loads(m.group(1))
+    assert result["final"] == {"k0": [165, 10], "k1": [145, 10], "k2": [155, 10]}
+    assert result["records_out"] == 30
+    assert result["worker_pythons"] == [sys.executable]  # python.executable / -pyexec reached the TM
+    assert result["repo_importable"] is True              # PYTHONPATH of the daemons has the repo root
+    job_id = re.search(r"JobID ([0-9a-f]{32})", out).group(1)
+    job = rest(f"{settings['AUDITFLOW_FLINK_REST']}/jobs/{job_id}")
+    assert job["state"] == "FINISHED"
+
+
+def test_restart_keeps_neo4j_node_and_kafka_topic(settings):
+    """down neo4j kafka, then up: data written before must survive. Leaves all services up."""
+    from kafka.admin import NewTopic
+    bootstrap, uri = settings["AUDITFLOW_KAFKA_BOOTSTRAP"], settings["AUDITFLOW_NEO4J_URI"]
+    tag = uuid.uuid4().hex[:8]
+    topic, node_id = f"deploy-restart-{tag}", f"deploy-restart-{tag}"
+
+    admin = kafka_admin(bootstrap)
+    try:
+        admin.create_topics([NewTopic(name=topic, num_partitions=3, replication_factor=1)])
+    finally:
+        admin.close()
+    meta = produce_one(bootstrap, topic, b"k", b"before-restart")
+    with neo4j_driver(uri) as driver:
+        driver.execute_query("CREATE (:DeployTest {id: $id, v: 7})", id=node_id)
+
+    try:
+        down = services("down", "neo4j", "kafka")
+        assert down.returncode == 0, down.stderr
+        status = services("status", "kafka", "neo4j", timeout=120)
+        assert status.returncode != 0
+        assert re.search(r"^kafka\s+stopped", status.stdout, re.M), status.stdout
+        assert re.search(r"^neo4j\s+stopped", status.stdout, re.M), status.stdout
+    finally:
+        up = services("up")  # whatever happened above, leave everything running
+    assert up.returncode == 0, up.stderr
+
+    admin = kafka_admin(bootstrap)
+    try:
+        assert topic in admin.list_topics()
+        [desc] = admin.describe_topics([topic])
+        assert len(desc["partitions"]) == 3
+    finally:
+        admin.close()
+    rec = consume_at(bootstrap, topic, meta.partition, meta.offset)
+    assert rec.value == b"before-restart"
+
+    with neo4j_driver(uri) as driver:
+        records, _, _ = driver.execute_query("MATCH (n:DeployTest {id: $id}) RETURN n.v AS v", id=node_id)
+        assert [r["v"] for r in records] == [7]
+        driver.execute_query("MATCH (n:DeployTest {id: $id}) DETACH DELETE n", id=node_id)
+    admin = kafka_admin(bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()

@@ -1,0 +1,229 @@
+"""One suite every GraphStore backend passes: same inputs, same answers, same trace ids."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from auditflow.money import Money
+from auditflow.records import EvidenceTrace
+from evidence_graph import GraphStore, trace_evidence
+from evidence_graph.testing import T0, acct, chain, cycle, fan_out, scatter_gather, tx
+
+
+def depths(trace: EvidenceTrace) -> dict[str, int]:
+    return {k.split("/")[1]: v for k, v in trace.depths().items()}
+
+
+def upstream(trace: EvidenceTrace, name: str) -> tuple[str, ...]:
+    return tuple(u.split("/")[1] for u in trace.node(acct(name)).upstream_ids)
+
+
+def edge_ids(trace: EvidenceTrace) -> list[str]:
+    return [e.event_id for e in trace.edges]
+
+
+# -- storage ------------------------------------------------------------------------------------
+
+
+def test_empty_graph(store: GraphStore) -> None:
+    assert (store.node_count(), store.edge_count()) == (0, 0)
+    assert not store.has_node(acct("A"))
+    assert store.out_edges(acct("A")) == () and store.in_edges(acct("A")) == ()
+    assert store.neighbors_batch([acct("A"), acct("B")], "both") == {acct("A"): (), acct("B"): ()}
+    assert store.add_transactions([]) == 0
+    t = trace_evidence(store, acct("A"))
+    assert [(n.node_id, n.hop_depth, n.upstream_ids) for n in t.nodes] == [(acct("A"), 0, ())]
+    assert t.edges == () and not t.truncated
+
+
+def test_idempotent_re_add(store: GraphStore) -> None:
+    events = [*chain("ABC"), tx("self", "A", "A", 5), tx("par", "A", "B", 6)]
+    assert store.add_transactions(events) == 4
+    assert (store.node_count(), store.edge_count()) == (3, 4)  # multi-edge and self-loop kept
+    assert store.add_transactions(events) == 0
+    assert store.add_transactions(reversed(events)) == 0
+    assert store.add_transactions([tx("dup", "C", "A", 9), tx("dup", "C", "A", 9)]) == 1
+    assert (store.node_count(), store.edge_count()) == (3, 5)
+    assert store.has_node(acct("C"))
+
+
+def test_edges_round_trip_exactly(store: GraphStore) -> None:
+    btc = Money("Bitcoin", 2_585_200)
+    ev = tx("btc", "A", "B", 3, amount=btc, laundering=True, fmt="Bitcoin")
+    store.add_transactions([ev])
+    (edge,) = store.out_edges(acct("A"))
+    assert edge.to_event(source_offset=ev.source_offset) == ev
+    assert edge.amount_paid == btc and edge.amount_paid.units == 2_585_200
+    assert store.in_edges(acct("B")) == (edge,)
+
+
+def test_cap_order_limit_and_self_loop_listed_once(store: GraphStore) -> None:
+    store.add_transactions([
+        tx("e3", "A", "C", 1), tx("e1", "A", "B", 1), tx("e0", "A", "D", 2),
+        tx("loop", "A", "A", 0), tx("in", "Z", "A", 1),
+    ])
+    a = acct("A")
+    assert [e.event_id for e in store.out_edges(a)] == ["loop", "e1", "e3", "e0"]
+    both = store.neighbors_batch([a, a], "both", limit=3)
+    assert list(both) == [a] and [e.event_id for e in both[a]] == ["loop", "e1", "e3"]
+    assert [e.event_id for e in store.neighbors_batch([a], "both")[a]] == ["loop", "e1", "e3", "in", "e0"]
+    assert [e.event_id for e in store.in_edges(a)] == ["loop", "in"]
+
+
+def test_window_filter_is_inclusive(store: GraphStore) -> None:
+    store.add_transactions([tx(f"w{i}", "A", "B", i) for i in range(5)] + chain("BCD", start=10))
+    a = acct("A")
+    lo, hi = T0 + timedelta(minutes=1), T0 + timedelta(minutes=3)
+    assert [e.event_id for e in store.out_edges(a, lo, hi)] == ["w1", "w2", "w3"]
+    assert [e.event_id for e in store.out_edges(a, start=hi)] == ["w3", "w4"]
+    assert [e.event_id for e in store.in_edges(acct("B"), end=lo)] == ["w0", "w1"]
+    t = trace_evidence(store, a, window=(lo, hi))
+    assert depths(t) == {"A": 0, "B": 1} and edge_ids(t) == ["w1", "w2", "w3"]
+    t = trace_evidence(store, a, window=(T0, T0 + timedelta(minutes=10)))
+    assert depths(t) == {"A": 0, "B": 1, "C": 2}
+    with pytest.raises(ValueError):
+        trace_evidence(store, a, window=(hi, lo))
+
+
+def test_reopen_sees_the_same_graph(backend, store: GraphStore) -> None:
+    events = [*cycle("ABCD"), tx("x", "D", "E", 7)]
+    store.add_transactions(events)
+    before = trace_evidence(store, acct("A"))
+    other = backend.reopen(store)
+    assert (other.node_count(), other.edge_count()) == (5, 5)
+    assert trace_evidence(other, acct("A")) == before
+    assert other.add_transactions(events) == 0
+
+
+# -- traces -------------------------------------------------------------------------------------
+
+
+def test_planted_cycle_depths_upstream_and_closing_edge(store: GraphStore) -> None:
+    store.add_transactions(cycle("ABCD"))  # cy0 A->B, cy1 B->C, cy2 C->D, cy3 D->A
+    t = trace_evidence(store, acct("A"))
+    assert depths(t) == {"A": 0, "B": 1, "C": 2, "D": 3}
+    assert [upstream(t, n) for n in "ABCD"] == [(), ("A",), ("B",), ("C",)]
+    # the edge closing the cycle on the root is included, at the hop it was crossed
+    assert [(e.event_id, e.hop) for e in t.edges] == [("cy0", 1), ("cy1", 2), ("cy2", 3), ("cy3", 4)]
+
+    t = trace_evidence(store, acct("A"), direction="in")
+    assert depths(t) == {"A": 0, "D": 1, "C": 2, "B": 3}
+    assert upstream(t, "B") == ("C",)
+    assert t.edges[0].src == acct("D") and t.edges[0].dst == acct("A")  # written sender -> receiver
+
+    t = trace_evidence(store, acct("A"), direction="both")
+    assert depths(t) == {"A": 0, "B": 1, "D": 1, "C": 2}
+    assert upstream(t, "C") == ("B", "D")
+    assert [(e.event_id, e.hop) for e in t.edges] == [("cy0", 1), ("cy3", 1), ("cy1", 2), ("cy2", 2)]
+
+
+def test_planted_scatter_gather_depths_and_upstream(store: GraphStore) -> None:
+    store.add_transactions([*scatter_gather("S", ["M1", "M2", "M3"], "T"), *chain("TU", prefix="u")])
+    t = trace_evidence(store, acct("S"))
+    assert depths(t) == {"S": 0, "M1": 1, "M2": 1, "M3": 1, "T": 2, "U": 3}
+    assert upstream(t, "T") == ("M1", "M2", "M3")
+    assert [n.node_id for n in t.nodes] == [acct(x) for x in ("S", "M1", "M2", "M3", "T", "U")]
+    assert len(t.edges) == 7
+    t = trace_evidence(store, acct("T"), direction="in", max_hops=1)
+    assert depths(t) == {"T": 0, "M1": 1, "M2": 1, "M3": 1}
+    assert all(upstream(t, m) == ("T",) for m in ("M1", "M2", "M3"))
+
+
+def test_planted_fan_out_with_cross_edges(store: GraphStore) -> None:
+    store.add_transactions([*fan_out("H", ["L1", "L2", "L3"]), tx("x", "L1", "L2", 9), tx("back", "L3", "H", 9)])
+    t = trace_evidence(store, acct("H"), max_hops=2)
+    assert depths(t) == {"H": 0, "L1": 1, "L2": 1, "L3": 1}
+    assert upstream(t, "L2") == ("H",)  # the L1 -> L2 edge is same-depth: not upstream...
+    assert {(e.event_id, e.hop) for e in t.edges} >= {("x", 2), ("back", 2)}  # ...but included
+
+
+def test_max_hops_bound(store: GraphStore) -> None:
+    store.add_transactions(chain("ABCDEFGH"))
+    assert max(trace_evidence(store, acct("A"), max_hops=3).depths().values()) == 3
+    t = trace_evidence(store, acct("A"), max_hops=5)
+    assert depths(t) == {x: i for i, x in enumerate("ABCDEF")}
+    assert edge_ids(t) == [f"ch{i}" for i in range(5)]  # depth-5 nodes are not expanded
+    for bad in (0, 6, -1, 2.0, True):
+        with pytest.raises(ValueError, match="max_hops"):
+            trace_evidence(store, acct("A"), max_hops=bad)
+    with pytest.raises(ValueError, match="direction"):
+        trace_evidence(store, acct("A"), direction="sideways")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fanout_cap"):
+        trace_evidence(store, acct("A"), fanout_cap=0)
+
+
+def test_fanout_cap_keeps_earliest_edges_and_marks_truncation(store: GraphStore) -> None:
+    leaves = [f"L{i:02d}" for i in range(10)]
+    store.add_transactions(fan_out("H", leaves))  # fo0..fo9, one minute apart
+    t = trace_evidence(store, acct("H"), fanout_cap=4)
+    assert t.truncated
+    assert depths(t) == {"H": 0, **{x: 1 for x in leaves[:4]}}
+    assert edge_ids(t) == ["fo0", "fo1", "fo2", "fo3"]
+    assert not trace_evidence(store, acct("H"), fanout_cap=10).truncated
+    assert trace_evidence(store, acct("H"), fanout_cap=4).trace_id != trace_evidence(store, acct("H")).trace_id
+
+
+def test_hub_is_bounded_by_the_cap(store: GraphStore) -> None:
+    # A -> HUB -> 300 leaves, and every leaf pays the hub back
+    leaves = [f"L{i:03d}" for i in range(300)]
+    events = [tx("in", "A", "HUB", 0), *fan_out("HUB", leaves, start=1)]
+    events += [tx(f"back{i:03d}", x, "HUB", 400 + i) for i, x in enumerate(leaves)]
+    store.add_transactions(events)
+    t = trace_evidence(store, acct("A"), max_hops=3, fanout_cap=50)
+    assert t.truncated
+    d = depths(t)
+    assert d["HUB"] == 1 and sum(v == 2 for v in d.values()) == 50 and len(d) == 52
+    assert all(d[x] == 2 for x in leaves[:50])
+    # hop 3: each of the 50 leaves pays the hub back (already seen): 50 closing edges
+    assert sum(e.hop == 3 for e in t.edges) == 50 and len(t.edges) == 101
+    t = trace_evidence(store, acct("HUB"), direction="both", fanout_cap=50)
+    assert len(t.nodes) == 1 + 50  # A and the 49 earliest leaves (cap 50), nothing further
+    assert depths(t)["A"] == 1
+
+
+def test_same_graph_same_trace_id_whatever_the_insertion_order(backend) -> None:
+    events = [*cycle("ABCD"), *scatter_gather("A", ["X", "Y"], "Z", prefix="s"), tx("z", "Z", "A", 30)]
+    one, two = backend.new(), backend.new()
+    one.add_transactions(events)
+    for ev in reversed(events):
+        two.add_transactions([ev])
+    for direction in ("out", "in", "both"):
+        for cap in (1, 2, 50):
+            a = trace_evidence(one, acct("A"), direction=direction, fanout_cap=cap)
+            b = trace_evidence(two, acct("A"), direction=direction, fanout_cap=cap)
+            assert a == b and a.to_json() == b.to_json()
+            assert EvidenceTrace.from_dict(json.loads(a.to_json())) == a
+    ref = trace_evidence(one, acct("A"))
+    assert ref.trace_id == trace_evidence(one, acct("A")).trace_id
+    assert ref.backend == one.backend
+
+
+def test_context_manager_closes(backend) -> None:
+    store = backend.new()
+    with store as s:
+        s.add_transactions(chain("AB"))
+    store.close()  # idempotent
+
+
+def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStore) -> None:
+    from evidence_graph import NetworkxGraphStore, detect_typologies, graph_features
+    from evidence_graph.testing import bipartite, gather_scatter, stack
+
+    events = [
+        *cycle("ABCD"), *scatter_gather("A", ["X", "Y"], "Z", prefix="s", start=5),
+        *gather_scatter(["P1", "P2", "P3"], "H", ["Q1", "Q2"], start=10),
+        *bipartite(["K1", "K2"], ["J1", "J2"], start=20), *stack([["S1", "S2"], ["R1", "R2"], ["U1", "U2"]], start=30),
+        *chain("LMNO", laundering=True, prefix="l", start=40),
+    ]
+    store.add_transactions(events)
+    ref = NetworkxGraphStore()
+    ref.add_transactions(events)
+    for ev in events:
+        assert graph_features(store, ev, window_minutes=30) == graph_features(ref, ev, window_minutes=30)
+    for name in sorted({x for e in events for x in (e.sender.node_id, e.receiver.node_id)}):
+        assert detect_typologies(store, name) == detect_typologies(ref, name)
+    found = {m.typology for e in events for m in detect_typologies(store, e.sender.node_id)}
+    assert found == {"cycle", "scatter-gather", "fan-out", "fan-in", "gather-scatter", "bipartite", "stack", "random"}

@@ -1,0 +1,270 @@
+"""Alert PDF reports: content read back with pypdf, byte-identical reruns, signed manifests."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from auditflow.money import format_amount
+from auditflow.records import ReportManifest
+from reports import render_alert_report, verify_manifest
+from reports._charts import MAX_DRAWN_NODES, select_drawn_nodes, shorten_label, trace_subgraph
+from reports.testing import (
+    INPUT_SHA256,
+    SIGNING_KEY,
+    make_alert,
+    make_big_trace,
+    make_reason_codes,
+    make_trace,
+)
+
+TYPOLOGIES = [("fan-out", "The sender paid 7 distinct payees within 24 hours.")]
+NARRATIVE = "First of a burst of outgoing payments.\n\nConfirm the beneficial owner."
+
+
+def render(out_dir: Path, *, trace=None, **overrides) -> ReportManifest:
+    kwargs = dict(out_dir=out_dir, input_sha256=INPUT_SHA256, code_version="0.1.0+gtest", seed=7,
+                  typologies=TYPOLOGIES, narrative=NARRATIVE, signing_key=SIGNING_KEY)
+    kwargs.update(overrides)
+    return render_alert_report(make_alert(), trace or make_trace(), make_reason_codes(), **kwargs)
+
+
+def pdf_text(path: Path) -> str:
+    reader = PdfReader(io.BytesIO(path.read_bytes()))
+    return "\n".join(page.extract_text() for page in reader.pages)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> tuple[Path, ReportManifest, str]:
+    out = tmp_path_factory.mktemp("report")
+    manifest = render(out)
+    pdf = out / f"{manifest.alert_id}.pdf"
+    return out, manifest, pdf_text(pdf)
+
+
+def test_writes_pdf_and_manifest_named_after_the_alert(rendered):
+    out, manifest, _ = rendered
+    alert_id = make_alert().alert_id
+    assert sorted(p.name for p in out.iterdir()) == [f"{alert_id}.manifest.json", f"{alert_id}.pdf"]
+    assert manifest.alert_id == alert_id
+    assert manifest.files[0][0] == f"{alert_id}.pdf"
+    assert (out / f"{alert_id}.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_pdf_shows_alert_summary(rendered):
+    _, _, text = rendered
+    alert = make_alert()
+    ev = alert.event
+    for expected in (alert.alert_id, ev.event_id, "2022-09-01 00:16", ev.sender.node_id,
+                     ev.receiver.node_id, "Bitcoin", repr(alert.score), repr(alert.threshold),
+                     alert.model_digest[:12], str(ev.source_offset)):
+        assert expected in text, expected
+
+
+def test_pdf_shows_each_reason_code_exactly(rendered):
+    _, _, text = rendered
+    for rc in make_reason_codes():
+        assert rc.feature in text
+        assert rc.description in text
+        assert repr(rc.value) in text
+        assert repr(rc.contribution) in text
+
+
+def test_money_appears_exactly_as_in_the_input(rendered):
+    _, _, text = rendered
+    assert "0.025852 Bitcoin" in text  # the alerted Bitcoin amount, not 0.02585200 or 2.5852e-2
+    assert "0.02585200" not in text
+    for exact in ("3697.34 US Dollar", "12.05 US Dollar", "1250000.00 Euro", "98.10 Yen",
+                  "410.00 UK Pound", "0.010000 Bitcoin"):
+        assert exact in text, exact
+    for edge in make_trace().edges:
+        assert format_amount(edge.amount_paid) in text
+
+
+def test_pdf_shows_the_trace_accounts_hops_and_edges(rendered):
+    _, _, text = rendered
+    trace = make_trace()
+    assert trace.trace_id in text
+    for node in trace.nodes:
+        assert node.node_id in text
+    # pypdf reads table cells one per line: each hop-table row starts "<hop>" then "<account>".
+    cells = [c.strip() for c in text.split("Hop table", 1)[1].splitlines()]
+    rows = {(int(h), acct) for h, acct in zip(cells, cells[1:]) if h.isdigit() and acct in trace.depths()}
+    assert rows == {(n.hop_depth, n.node_id) for n in trace.nodes}
+    for edge in trace.edges:
+        assert edge.event_id in text
+    assert "All 6 accounts and 7 transfers drawn." in text
+
+
+def test_pdf_shows_typologies_narrative_and_manifest_fields(rendered):
+    _, manifest, text = rendered
+    assert "fan-out" in text and TYPOLOGIES[0][1] in text
+    assert "First of a burst of outgoing payments." in text
+    for value in (manifest.input_sha256, manifest.model_digest, manifest.trace_id,
+                  manifest.code_version, manifest.report_id):
+        assert value in text
+    assert "Seed" in text
+
+
+def test_same_inputs_give_identical_bytes_whatever_the_environment(tmp_path, monkeypatch):
+    a = render(tmp_path / "a")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # reportlab would otherwise honour it
+    b = render(tmp_path / "b")
+    name = f"{a.alert_id}.pdf"
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert a == b
+    assert (tmp_path / "a" / f"{a.alert_id}.manifest.json").read_bytes() == (
+        tmp_path / "b" / f"{a.alert_id}.manifest.json").read_bytes()
+    assert b"D:20000101000000+00'00'" in (tmp_path / "a" / name).read_bytes()
+
+
+def test_different_inputs_give_a_different_report(tmp_path):
+    a = render(tmp_path / "a")
+    b = render(tmp_path / "b", seed=8)
+    assert a.report_id != b.report_id and a.files[0][1] != b.files[0][1]
+
+
+def test_manifest_verifies(rendered):
+    out, manifest, _ = rendered
+    path = out / f"{manifest.alert_id}.manifest.json"
+    assert verify_manifest(path, SIGNING_KEY) == []
+    assert ReportManifest.from_dict(json.loads(path.read_text())) == manifest
+
+
+def test_flipping_one_pdf_byte_is_detected(tmp_path):
+    m = render(tmp_path)
+    pdf = tmp_path / f"{m.alert_id}.pdf"
+    data = bytearray(pdf.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    pdf.write_bytes(bytes(data))
+    problems = verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", SIGNING_KEY)
+    assert len(problems) == 1 and "does not match" in problems[0] and pdf.name in problems[0]
+
+
+def test_missing_pdf_is_detected(tmp_path):
+    m = render(tmp_path)
+    (tmp_path / f"{m.alert_id}.pdf").unlink()
+    assert any("missing" in p for p in verify_manifest(tmp_path / f"{m.alert_id}.manifest.json",
+                                                       SIGNING_KEY))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.update(seed=8),
+        lambda d: d.update(input_sha256="00" * 32),
+        lambda d: d.update(model_digest="sha256:other"),
+        lambda d: d.update(files=[[d["files"][0][0], "00" * 32]]),
+        lambda d: d.update(signature="00" * 32),
+        lambda d: d.update(comment="added after signing"),
+        lambda d: d.update(seed="7"),
+    ],
+    ids=["seed", "input", "model", "file-hash", "signature", "extra-field", "non-canonical"],
+)
+def test_editing_the_manifest_is_detected(tmp_path, edit):
+    m = render(tmp_path)
+    path = tmp_path / f"{m.alert_id}.manifest.json"
+    d = json.loads(path.read_text())
+    edit(d)
+    path.write_text(json.dumps(d, indent=2))
+    assert verify_manifest(path, SIGNING_KEY) != []
+
+
+def test_wrong_key_or_garbled_manifest_is_reported(tmp_path):
+    m = render(tmp_path)
+    path = tmp_path / f"{m.alert_id}.manifest.json"
+    assert any("signature" in p for p in verify_manifest(path, b"another key"))
+    path.write_text("{not json")
+    assert verify_manifest(path, SIGNING_KEY) != []
+    assert verify_manifest(tmp_path / "absent.manifest.json", SIGNING_KEY) != []
+
+
+def test_manifest_file_names_cannot_escape_the_folder(tmp_path):
+    from reports.manifest import sign_manifest, write_manifest
+
+    (tmp_path / "secret.pdf").write_bytes(b"x")
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    m = sign_manifest(ReportManifest("r", "a", (("../secret.pdf", "00" * 32),), "i", "m", "t", "v", 1),
+                      SIGNING_KEY)
+    write_manifest(m, inner / "a.manifest.json")
+    assert any("plain name" in p for p in verify_manifest(inner / "a.manifest.json", SIGNING_KEY))
+
+
+def test_rejects_bad_inputs(tmp_path):
+    with pytest.raises(ValueError, match="signing_key"):
+        render(tmp_path, signing_key=b"")
+    with pytest.raises(ValueError, match="rooted"):
+        render(tmp_path, trace=replace(make_trace(), root="999/NOTINALERT"))
+    bad = replace(make_alert(), alert_id="../escape")
+    with pytest.raises(ValueError, match="file name"):
+        render_alert_report(bad, make_trace(), make_reason_codes(), out_dir=tmp_path,
+                            input_sha256=INPUT_SHA256, code_version="v", seed=1, signing_key=SIGNING_KEY)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_minimal_report_without_optional_sections(tmp_path):
+    m = render_alert_report(make_alert(), make_trace(), [], out_dir=tmp_path, input_sha256=INPUT_SHA256,
+                            code_version="v", seed=0, signing_key=SIGNING_KEY)
+    text = pdf_text(tmp_path / f"{m.alert_id}.pdf")
+    assert "No reason codes" in text and "No known laundering typology" in text
+    assert "Narrative" not in text
+    assert verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", SIGNING_KEY) == []
+
+
+def test_large_trace_drawing_is_capped_and_says_so(tmp_path):
+    big = make_big_trace()
+    m = render(tmp_path, trace=big)
+    text = pdf_text(tmp_path / f"{m.alert_id}.pdf")
+    assert "Drawing capped" in " ".join(text.split())
+    assert "fan-out cap dropped edges" in " ".join(text.split())
+    for node in big.nodes:  # the hop table still lists every account
+        assert node.node_id in text
+    for edge in big.edges:
+        assert edge.event_id in text
+
+
+def test_drawn_subgraph_selection_is_capped_deterministic_and_keeps_the_root():
+    big = make_big_trace()
+    chosen = select_drawn_nodes(big)
+    assert len(chosen) <= MAX_DRAWN_NODES
+    assert chosen[0] == (big.root, 0)
+    assert chosen == sorted(chosen, key=lambda kv: (kv[1], kv[0]))
+    shuffled = replace(big, nodes=tuple(reversed(big.nodes)), edges=tuple(reversed(big.edges)))
+    assert select_drawn_nodes(shuffled) == chosen
+    _, info = trace_subgraph(big, width=500)
+    assert info.capped and info.drawn_nodes == len(chosen) and info.total_nodes == len(big.nodes)
+    _, info = trace_subgraph(make_trace(), width=500)
+    assert not info.capped and info.drawn_edges == len(make_trace().edges)
+
+
+def test_labels_are_shortened_deterministically():
+    assert shorten_label("00220/8001C8C51", 20) == "00220/8001C8C51"
+    assert shorten_label("0123456789ABCDEFGHIJ", 9) == "0123..HIJ"
+    with pytest.raises(ValueError):
+        shorten_label("abcdef", 4)
+
+
+def test_identical_bytes_in_a_fresh_process_with_another_hash_seed(tmp_path):
+    here = render(tmp_path / "here")
+    script = "\n".join([
+        "import sys",
+        "from pathlib import Path",
+        "from reports import render_alert_report",
+        "from reports.testing import INPUT_SHA256, SIGNING_KEY, make_alert, make_reason_codes, make_trace",
+        "render_alert_report(make_alert(), make_trace(), make_reason_codes(), out_dir=Path(sys.argv[1]),",
+        "    input_sha256=INPUT_SHA256, code_version='0.1.0+gtest', seed=7,",
+        f"    typologies={TYPOLOGIES!r}, narrative={NARRATIVE!r}, signing_key=SIGNING_KEY)",
+    ])
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "there")], check=True, env=env)
+    name = f"{here.alert_id}.pdf"
+    assert (tmp_path / "there" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
