@@ -96,8 +96,10 @@ def info(msg: str) -> None:
 
 def java_bin() -> Path:
     home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
+    if home:
         java = Path(home) / "bin" / "java"
+        if not java.is_file():
+            raise DeployError(f"JAVA_HOME={home} has no bin/java: point it at a JDK 17 or 21, or unset it")
     else:
         found = shutil.which("java")
         if not found:
@@ -295,7 +297,7 @@ def port_owner(port: int) -> str:
         return ""
     m = re.search(r'users:\(\("([^"]+)",pid=(\d+)', out)
     if m:
-        args = " ".join(cmdline(int(m.group(2))))[:160]
+        args = " ".join(" ".join(cmdline(int(m.group(2)))).split())[:160]
         return f"pid {m.group(2)} ({m.group(1)}): {args}"
     return out.strip()[:200]
 
@@ -394,9 +396,6 @@ class Service:
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------
-    def running_daemons(self) -> list[Daemon]:
-        return [d for d in self.daemons if d.running()]
-
     def check_ports_free(self) -> None:
         for port, what in self.ports:
             if port_in_use(port):
@@ -411,6 +410,7 @@ class Service:
         missing = [d for d in self.daemons if not d.running()]
         if not missing:
             return False
+        check_java()
         if len(missing) == len(self.daemons):
             self.check_ports_free()
         self.prepare()
@@ -430,16 +430,26 @@ class Service:
             dead = [d.name for d in self.daemons if not d.running()]
             if dead:
                 raise DeployError(f"{self.name}: {', '.join(dead)} exited during startup; "
-                                  f"see {', '.join(map(str, self.logs))}\n" + self.log_excerpt())
+                                  f"see {', '.join(map(str, self.log_files()))}\n" + self.log_excerpt())
             last = self.health()
             if last.ok:
                 return last
             time.sleep(1.0)
         raise DeployError(f"{self.name}: not healthy after {self.start_timeout:.0f}s ({last.detail}); "
-                          f"see {', '.join(map(str, self.logs))}\n" + self.log_excerpt())
+                          f"see {', '.join(map(str, self.log_files()))}\n" + self.log_excerpt())
+
+    def log_files(self) -> list[Path]:
+        return self.logs
 
     def log_excerpt(self) -> str:
-        return "\n".join(f"--- {p} (tail) ---\n{tail(p, 20)}" for p in self.logs if p.exists())
+        parts = []
+        for p in self.log_files():
+            if p.is_file():
+                text = tail(p, 20)
+                if "\n==== " in text:  # spawn()'s marker: show only the latest start attempt
+                    text = text.rsplit("\n==== ", 1)[1].split("\n", 1)[-1]
+                parts.append(f"--- {p} (tail) ---\n{text}")
+        return "\n".join(parts)
 
     def stop(self) -> bool:
         stopped = False
@@ -532,8 +542,11 @@ class Kafka(Service):
             if m:  # formatted before, id file lost: keep the storage's id
                 cid = m.group(1)
             else:
-                cid = subprocess.run(self.java("kafka.tools.StorageTool", "random-uuid"),
-                                     capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+                res = subprocess.run(self.java("kafka.tools.StorageTool", "random-uuid"),
+                                     capture_output=True, text=True)
+                if res.returncode != 0 or not res.stdout.strip():
+                    raise DeployError(f"kafka: StorageTool random-uuid failed:\n{res.stdout}{res.stderr}")
+                cid = res.stdout.strip().splitlines()[-1]
             self.cluster_id_file.write_text(cid + "\n")
         cid = self.cluster_id_file.read_text().strip()
         if not (self.data / "meta.properties").is_file():
@@ -616,7 +629,7 @@ class Neo4j(Service):
             cp += f":{self.classes}"
         else:
             main = str(self.source)
-        cmd = [str(java_bin()), f"-Xms256m", f"-Xmx{NEO4J_HEAP}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        cmd = [str(java_bin()), "-Xms256m", f"-Xmx{NEO4J_HEAP}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                *NEO4J_JVM_FLAGS, "-cp", cp, main, str(self.home), f"{HOST}:{NEO4J_BOLT_PORT}",
                str(NEO4J_PAGECACHE_BYTES), "false"]
         spawn(cmd, LOG / "neo4j.out", daemon.pidfile, cwd=self.home)
@@ -686,6 +699,9 @@ class Flink(Service):
         if self._home is None:
             self._home = flink_home()
         return self._home
+
+    def log_files(self) -> list[Path]:
+        return sorted(self.logdir.glob(f"flink-{self.IDENT}-*-0-*.log")) + [self.logdir / "daemon-scripts.out"]
 
     def settings(self) -> dict[str, object]:
         return {
@@ -794,7 +810,9 @@ class Flink(Service):
 
     def health(self) -> Health:
         try:
-            with urllib.request.urlopen(f"{FLINK_REST}/overview", timeout=5) as r:
+            # No proxy for loopback, whatever http_proxy says.
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(f"{FLINK_REST}/overview", timeout=5) as r:
                 ov = json.load(r)
         except (urllib.error.URLError, OSError, ValueError) as e:
             return Health(False, f"GET /overview: {e}")
@@ -817,14 +835,19 @@ def cmd_up(names: list[str]) -> int:
     t0 = time.monotonic()
     services = [SERVICES[n]() for n in names]
     with state_lock():
+        failures = []
+        launched = []
         for s in services:  # launch everything first, then wait: JVM startups overlap
             t = time.monotonic()
-            if s.start():
-                info(f"{s.name}: starting ({time.monotonic() - t:.1f}s to launch)")
-            else:
-                info(f"{s.name}: already running")
-        failures = []
-        for s in services:
+            try:
+                if s.start():
+                    info(f"{s.name}: starting ({time.monotonic() - t:.1f}s to launch)")
+                else:
+                    info(f"{s.name}: already running")
+                launched.append(s)
+            except DeployError as e:
+                failures.append(str(e))
+        for s in launched:
             try:
                 h = s.wait_healthy()
                 info(f"{s.name}: healthy at {s.endpoint} after {time.monotonic() - t0:.1f}s -- {h.detail}")
@@ -868,8 +891,15 @@ def cmd_status(names: list[str]) -> int:
     return 0 if all_ok else 3
 
 
+def locked_connector_jar() -> Path:
+    if FLINK_CONNECTOR_JARS.cached():
+        return connector_jar(fetch=True)
+    with state_lock():  # Maven may run: not concurrently with an `up` filling the same cache
+        return connector_jar(fetch=True)
+
+
 def cmd_env() -> int:
-    jar = connector_jar(fetch=True)
+    jar = locked_connector_jar()
     flink = flink_home()
     for k, v in [("AUDITFLOW_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP), ("AUDITFLOW_NEO4J_URI", NEO4J_URI),
                  ("AUDITFLOW_FLINK_REST", FLINK_REST), ("AUDITFLOW_FLINK_KAFKA_JAR", str(jar)),
@@ -902,7 +932,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_status(names)
         if a.command == "env":
             return cmd_env()
-        print(connector_jar(fetch=True))
+        print(locked_connector_jar())
         return 0
     except DeployError as e:
         info(f"deploy/services: error: {e}")

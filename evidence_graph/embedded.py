@@ -7,6 +7,8 @@ buffered new events under an exclusive ``flock`` and fsyncs; :meth:`~NetworkxGra
 reads whatever other processes appended since. So the stream job writes and the analyst CLI or
 the deep-path worker, each with its own store on the same path, see the same graph. Replayed or
 duplicated lines are harmless: loading is idempotent on ``event_id`` like every write.
+A reader sees new events only when it calls ``reload()`` (or opens the file anew). One store
+object is meant for one thread; processes share the file, not the object.
 
 >>> store = NetworkxGraphStore()
 >>> store.node_count(), store.edge_count()
@@ -45,7 +47,10 @@ class NetworkxGraphStore(GraphStore):
     backend = "networkx"
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, flush_every: int = DEFAULT_FLUSH_EVERY,
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        flush_every: int = DEFAULT_FLUSH_EVERY,
         fsync: bool = True,
     ) -> None:
         if flush_every < 1:

@@ -102,7 +102,7 @@ def _shortest_path_hops(view: _WindowView, source: str, target: str, max_hops: i
         if not frontier:
             break
         nxt: set[str] = set()
-        for node, payees in view.counterparties(frontier, "out").items():
+        for payees in view.counterparties(frontier, "out").values():
             if target in payees:
                 return hop
             nxt.update(p for p in payees if p not in seen)
@@ -141,7 +141,7 @@ def graph_features(
     # scatter-gather: sources s -> intermediate m -> receiver
     intermediates = sorted(ins[rcv])
     per_source: Counter[str] = Counter()
-    for m, sources in view.counterparties(intermediates, "in").items():
+    for sources in view.counterparties(intermediates, "in").values():
         for s in sources:
             if s != rcv:
                 per_source[s] += 1

@@ -167,8 +167,7 @@ class Neo4jGraphStore(GraphStore):
     def _ensure_schema(self) -> None:
         node_c, rel_c = self._names
         self._driver.execute_query(
-            f"CREATE CONSTRAINT {node_c} IF NOT EXISTS "
-            f"FOR (a:{self.label}) REQUIRE a.id IS UNIQUE",
+            f"CREATE CONSTRAINT {node_c} IF NOT EXISTS FOR (a:{self.label}) REQUIRE a.id IS UNIQUE",
             database_=self.database,
         )
         try:
@@ -221,7 +220,11 @@ class Neo4jGraphStore(GraphStore):
                 f"MATCH (a:{self.label} {{id: fid}}){arrow.format(r=self.rel_type)}() "
                 + (f"WHERE {' AND '.join(conds)} " if conds else "")
                 + "WITH DISTINCT fid, t ORDER BY t.ts, t.event_id "
-                + ("WITH fid, collect(t)[..$limit] AS ts " if has_limit else "WITH fid, collect(t) AS ts ")
+                + (
+                    "WITH fid, collect(t)[..$limit] AS ts "
+                    if has_limit
+                    else "WITH fid, collect(t) AS ts "
+                )
                 + f"UNWIND ts AS t RETURN fid, {_EDGE_FIELDS}"
             )
             self._read_queries[key] = q
@@ -285,8 +288,12 @@ class Neo4jGraphStore(GraphStore):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]
-            state["uri"], state["user"], state["password"], state["database"],
-            namespace=state["namespace"], write_batch=state["write_batch"],
+            state["uri"],
+            state["user"],
+            state["password"],
+            state["database"],
+            namespace=state["namespace"],
+            write_batch=state["write_batch"],
         )
 
     def __repr__(self) -> str:

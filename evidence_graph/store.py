@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 
 from auditflow.money import Money
 from auditflow.records import AccountRef, TraceEdge, TransactionEvent
@@ -165,7 +165,7 @@ class GraphStore(ABC):
         """Edges received by ``node_id`` inside the window, in cap order."""
         return self.neighbors_batch([node_id], "in", start, end)[node_id]
 
-    def __enter__(self) -> GraphStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -73,38 +73,61 @@ def cycle(names: Sequence[str], *, prefix: str = "cy", start: int = 0, launderin
     return _from_pairs(list(zip(names, [*names[1:], names[0]])), prefix, start, laundering)
 
 
-def fan_out(hub: str, leaves: Sequence[str], *, prefix: str = "fo", start: int = 0,
-            laundering: bool = False):
+def fan_out(
+    hub: str, leaves: Sequence[str], *, prefix: str = "fo", start: int = 0, laundering: bool = False
+):
     return _from_pairs([(hub, x) for x in leaves], prefix, start, laundering)
 
 
-def fan_in(hub: str, leaves: Sequence[str], *, prefix: str = "fi", start: int = 0,
-           laundering: bool = False):
+def fan_in(
+    hub: str, leaves: Sequence[str], *, prefix: str = "fi", start: int = 0, laundering: bool = False
+):
     return _from_pairs([(x, hub) for x in leaves], prefix, start, laundering)
 
 
-def scatter_gather(source: str, mids: Sequence[str], sink: str, *, prefix: str = "sg",
-                   start: int = 0, laundering: bool = False):
+def scatter_gather(
+    source: str,
+    mids: Sequence[str],
+    sink: str,
+    *,
+    prefix: str = "sg",
+    start: int = 0,
+    laundering: bool = False,
+):
     """``source -> each mid``, then ``each mid -> sink``."""
     pairs = [(source, m) for m in mids] + [(m, sink) for m in mids]
     return _from_pairs(pairs, prefix, start, laundering)
 
 
-def gather_scatter(sources: Sequence[str], hub: str, sinks: Sequence[str], *, prefix: str = "gs",
-                   start: int = 0, laundering: bool = False):
+def gather_scatter(
+    sources: Sequence[str],
+    hub: str,
+    sinks: Sequence[str],
+    *,
+    prefix: str = "gs",
+    start: int = 0,
+    laundering: bool = False,
+):
     """``each source -> hub``, then ``hub -> each sink``."""
     pairs = [(s, hub) for s in sources] + [(hub, t) for t in sinks]
     return _from_pairs(pairs, prefix, start, laundering)
 
 
-def bipartite(left: Sequence[str], right: Sequence[str], *, prefix: str = "bp", start: int = 0,
-              laundering: bool = False):
+def bipartite(
+    left: Sequence[str],
+    right: Sequence[str],
+    *,
+    prefix: str = "bp",
+    start: int = 0,
+    laundering: bool = False,
+):
     """Every member of ``left`` pays every member of ``right``."""
     return _from_pairs([(a, b) for a in left for b in right], prefix, start, laundering)
 
 
-def stack(layers: Sequence[Sequence[str]], *, prefix: str = "st", start: int = 0,
-          laundering: bool = False):
+def stack(
+    layers: Sequence[Sequence[str]], *, prefix: str = "st", start: int = 0, laundering: bool = False
+):
     """Complete bipartite transfers between each pair of consecutive layers."""
     pairs = [(a, b) for la, lb in zip(layers, layers[1:]) for a in la for b in lb]
     return _from_pairs(pairs, prefix, start, laundering)

@@ -68,7 +68,11 @@ def trace_evidence(
     window: tuple[datetime | None, datetime | None] | None = None,
 ) -> EvidenceTrace:
     """Trace the accounts within ``max_hops`` of ``root`` (see the module docstring)."""
-    if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 1 <= max_hops <= MAX_HOPS_LIMIT:
+    if (
+        isinstance(max_hops, bool)
+        or not isinstance(max_hops, int)
+        or not 1 <= max_hops <= MAX_HOPS_LIMIT
+    ):
         raise ValueError(f"max_hops={max_hops!r}: expected an int from 1 to {MAX_HOPS_LIMIT}")
     if isinstance(fanout_cap, bool) or not isinstance(fanout_cap, int) or fanout_cap < 1:
         raise ValueError(f"fanout_cap={fanout_cap!r}: expected a positive int")
@@ -93,7 +97,9 @@ def trace_evidence(
                 truncated = True
                 incident = incident[:fanout_cap]
             for e in incident:
-                other = e.dst if direction == "out" else e.src if direction == "in" else e.other_end(node)
+                other = (
+                    e.dst if direction == "out" else e.src if direction == "in" else e.other_end(node)
+                )
                 if other not in depth:
                     depth[other] = hop
                     reached.add(other)

@@ -87,7 +87,9 @@ class _Neighborhood:
                 self._cache[(n, direction)] = tuple(batch.get(n, ()))
         return {n: self._cache[(n, direction)] for n in nodes}
 
-    def parties(self, nodes: Iterable[str], direction: Direction) -> dict[str, dict[str, list[GraphEdge]]]:
+    def parties(
+        self, nodes: Iterable[str], direction: Direction
+    ) -> dict[str, dict[str, list[GraphEdge]]]:
         """Per node: counterparty -> the edges with it (node itself excluded), cap order."""
         out: dict[str, dict[str, list[GraphEdge]]] = {}
         for n, edges in self.edges(nodes, direction).items():
@@ -117,10 +119,14 @@ def _fans(nb: _Neighborhood, v: str, min_fan: int) -> list[TypologyMatch]:
         parties = nb.parties([v], direction)[v]
         if len(parties) >= min_fan:
             edges = [e for es in parties.values() for e in es]
-            found.append(TypologyMatch(
-                name, tuple(sorted({v, *parties})), _ids(edges),
-                f"{v} {verb} {len(parties)} distinct accounts in {len(edges)} transfers",
-            ))
+            found.append(
+                TypologyMatch(
+                    name,
+                    tuple(sorted({v, *parties})),
+                    _ids(edges),
+                    f"{v} {verb} {len(parties)} distinct accounts in {len(edges)} transfers",
+                )
+            )
     return found
 
 
@@ -142,10 +148,14 @@ def _cycle(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
                 path_edges.append(e)
             path_nodes.reverse()
             path_edges.reverse()
-            return [TypologyMatch(
-                "cycle", tuple(path_nodes), tuple(e.event_id for e in path_edges),
-                f"money from {v} returns to it in {hop} hops via {len(path_nodes) - 1} accounts",
-            )]
+            return [
+                TypologyMatch(
+                    "cycle",
+                    tuple(path_nodes),
+                    tuple(e.event_id for e in path_edges),
+                    f"money from {v} returns to it in {hop} hops via {len(path_nodes) - 1} accounts",
+                )
+            ]
         nxt: list[str] = []
         for u in frontier:
             for w, es in sorted(payees[u].items()):
@@ -198,10 +208,14 @@ def _scatter_gather(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
     s, ms, t = min(cands, key=lambda c: (-len(c[1]), c[0], c[2]))
     mids = sorted(ms)
     edges = [e for m in mids for e in _between(nb, s, m) + _between(nb, m, t)]
-    return [TypologyMatch(
-        "scatter-gather", tuple(sorted({s, t, *mids})), _ids(edges),
-        f"{s} scatters to {len(mids)} accounts that all pay {t}",
-    )]
+    return [
+        TypologyMatch(
+            "scatter-gather",
+            tuple(sorted({s, t, *mids})),
+            _ids(edges),
+            f"{s} scatters to {len(mids)} accounts that all pay {t}",
+        )
+    ]
 
 
 def _gather_scatter(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
@@ -213,10 +227,14 @@ def _gather_scatter(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
     out_edges = [e for es in outs.values() for e in es]
     if min(e.timestamp for e in in_edges) > max(e.timestamp for e in out_edges):
         return []
-    return [TypologyMatch(
-        "gather-scatter", tuple(sorted({v, *ins, *outs})), _ids(in_edges + out_edges),
-        f"{v} gathers from {len(ins)} accounts and scatters to {len(outs)}",
-    )]
+    return [
+        TypologyMatch(
+            "gather-scatter",
+            tuple(sorted({v, *ins, *outs})),
+            _ids(in_edges + out_edges),
+            f"{v} gathers from {len(ins)} accounts and scatters to {len(outs)}",
+        )
+    ]
 
 
 def _bipartite_from(nb: _Neighborhood, v: str, side: str) -> tuple[list[str], list[str]] | None:
@@ -269,10 +287,14 @@ def _bipartite_and_stack(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
             pairs.append(found)
     matches = []
     for a, b in pairs:
-        matches.append(TypologyMatch(
-            "bipartite", tuple(sorted({*a, *b})), _ids(_layer_edges(nb, [a, b])),
-            f"{len(a)} accounts each pay several of the same {len(b)} accounts",
-        ))
+        matches.append(
+            TypologyMatch(
+                "bipartite",
+                tuple(sorted({*a, *b})),
+                _ids(_layer_edges(nb, [a, b])),
+                f"{len(a)} accounts each pay several of the same {len(b)} accounts",
+            )
+        )
     for a, b in pairs:
         used = {*a, *b}
         after = _extend(nb, b, used, "out")
@@ -280,11 +302,15 @@ def _bipartite_and_stack(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
         layers = [lay for lay in (before, a, b, after) if lay]
         if len(layers) >= 3:
             accounts = tuple(sorted({x for lay in layers for x in lay}))
-            matches.append(TypologyMatch(
-                "stack", accounts, _ids(_layer_edges(nb, layers)),
-                f"money moves through {len(layers)} layers of "
-                f"{', '.join(str(len(lay)) for lay in layers)} accounts",
-            ))
+            matches.append(
+                TypologyMatch(
+                    "stack",
+                    accounts,
+                    _ids(_layer_edges(nb, layers)),
+                    f"money moves through {len(layers)} layers of "
+                    f"{', '.join(str(len(lay)) for lay in layers)} accounts",
+                )
+            )
             break
     return matches
 
@@ -294,8 +320,11 @@ def _random_chain(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
         path, node, seen = [], v, {v}
         for _ in range(RANDOM_CHAIN_HOPS):
             step = next(
-                (e for e in nb.edges([node], direction)[node]
-                 if e.is_laundering and e.other_end(node) not in seen),
+                (
+                    e
+                    for e in nb.edges([node], direction)[node]
+                    if e.is_laundering and e.other_end(node) not in seen
+                ),
                 None,
             )
             if step is None:
@@ -318,10 +347,14 @@ def _random_chain(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
     if len(chain) < 2:
         return []
     accounts = [chain[0].src] + [e.dst for e in chain]
-    return [TypologyMatch(
-        "random", tuple(accounts), tuple(e.event_id for e in chain),
-        f"{v} lies on a chain of {len(chain)} laundering-labelled transfers matching no other shape",
-    )]
+    return [
+        TypologyMatch(
+            "random",
+            tuple(accounts),
+            tuple(e.event_id for e in chain),
+            f"{v} lies on a chain of {len(chain)} laundering-labelled transfers matching no other shape",
+        )
+    ]
 
 
 def detect_typologies(

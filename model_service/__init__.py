@@ -22,6 +22,8 @@ from model_service.scorer import (
     feature_matrix,
 )
 from model_service.training import (
+    DEEP_PARAMS,
+    FAST_PARAMS,
     BinaryMetrics,
     Cascade,
     GraphFeaturesFn,
@@ -35,6 +37,8 @@ from model_service.training import (
 )
 
 __all__ = [
+    "DEEP_PARAMS",
+    "FAST_PARAMS",
     "SHAP_TOLERANCE",
     "BinaryMetrics",
     "BoosterParams",

@@ -32,7 +32,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,15 @@ class ExplanationError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class BoosterParams:
-    """Training hyperparameters. ``scale_pos_weight=None`` means negatives/positives."""
+    """Training hyperparameters. ``scale_pos_weight=None`` means negatives/positives.
+
+    Balancing the classes that way lifts every score, so scores rank well but are not
+    calibrated probabilities; thresholds are therefore always chosen on held-out data.
+
+    ``nthread`` (default: up to 4, never more than the machine's cores, since oversubscribed
+    OpenMP threads stall badly on a shared host) changes speed only: it is kept out of the
+    saved model, and hist training gives the same bytes for any thread count.
+    """
 
     n_estimators: int = 200
     max_depth: int = 6
@@ -68,7 +76,7 @@ class BoosterParams:
     reg_lambda: float = 1.0
     max_bin: int = 256
     scale_pos_weight: float | None = None
-    nthread: int = 4
+    nthread: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
 
     def __post_init__(self) -> None:
         if self.n_estimators < 1:

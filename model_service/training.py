@@ -54,6 +54,12 @@ DEEP_FILE = "deep.json"
 MANIFEST_FILE = "cascade.json"
 SPLIT_NAMES = ("train", "validation", "test")
 
+#: Stage 1 scores every event: a lighter model (about 4x cheaper per event than 200 trees of
+#: depth 6, same F1 and a lower candidate rate on the synthetic sets we measured).
+FAST_PARAMS = BoosterParams(n_estimators=100, max_depth=5)
+#: Stage 2 sees only candidates (10-30% of events), so it can afford more and deeper trees.
+DEEP_PARAMS = BoosterParams(n_estimators=200, max_depth=6)
+
 
 # ---------------------------------------------------------------------------- thresholds
 
@@ -396,8 +402,8 @@ def train_cascade(
     if set(stream_names) & set(graph_names):
         clash = sorted(set(stream_names) & set(graph_names))
         raise ValueError(f"graph feature names clash with stream features: {clash}")
-    fast_params = fast_params or BoosterParams()
-    deep_params = deep_params or BoosterParams()
+    fast_params = fast_params or FAST_PARAMS
+    deep_params = deep_params or DEEP_PARAMS
 
     events = [ev for ev, _ in events_with_features]
     parts = dict(zip(SPLIT_NAMES, temporal_split(events, split)))

@@ -263,7 +263,12 @@ def _counterparty(edge: TraceEdge, owner: str) -> str:
     return f"from {edge.src}" if edge.dst == owner else f"to {edge.dst}"
 
 
-def _hop_table(trace: EvidenceTrace) -> Table:
+#: The hop table lists at most this many transfers (shallowest hops first); the complete trace
+#: is written beside the PDF as ``<alert_id>.trace.json`` and hashed in the manifest.
+MAX_TABLE_TRANSFERS = 300
+
+
+def _hop_table(trace: EvidenceTrace) -> tuple[Table, bool]:
     """One row per transfer, grouped under the account it reached; groups shaded alternately."""
     depths = trace.depths()
     by_owner: dict[str, list[TraceEdge]] = {}
@@ -279,7 +284,11 @@ def _hop_table(trace: EvidenceTrace) -> Table:
     s = "cell_small"
     rows: list[list[Paragraph]] = []
     shading: list[tuple] = []
+    capped = False
     for g, (hop, account, upstream, edges) in enumerate(groups):
+        if len(rows) >= MAX_TABLE_TRANSFERS:
+            capped = True
+            break
         first = len(rows) + 1  # +1 for the header row
         edges = sorted(edges, key=lambda e: (e.timestamp, e.event_id))
         for i, e in enumerate(edges or [None]):
@@ -300,7 +309,7 @@ def _hop_table(trace: EvidenceTrace) -> Table:
     t = _grid_table(["Hop", "Account", "Upstream accounts", "Transfer event id", "Amount paid",
                      "Time", "Counterparty"], rows, w)
     t.setStyle(TableStyle(shading))
-    return t
+    return t, capped
 
 
 def _trace_section(trace: EvidenceTrace) -> list:
@@ -332,7 +341,7 @@ def _trace_section(trace: EvidenceTrace) -> list:
             f"Drawing capped: showing {info.drawn_nodes} of {info.total_nodes} accounts and "
             f"{info.drawn_edges} of {info.total_edges} transfers (at most {MAX_DRAWN_NODES} accounts, "
             f"{MAX_NODES_PER_COLUMN} per hop, shallowest first, by account id). "
-            "The hop table lists every account and transfer."
+            "The hop table and the trace file list the accounts and transfers."
         )
     else:
         caption = f"All {info.total_nodes} accounts and {info.total_edges} transfers drawn."
@@ -341,8 +350,14 @@ def _trace_section(trace: EvidenceTrace) -> list:
                              _p(caption, "warn" if info.capped else "note"), _p(legend, "note")]))
 
     out.append(Spacer(1, 6))
-    out.append(_p("Hop table (every account and transfer in the trace)", "caption"))
-    out.append(_hop_table(trace))
+    table, capped = _hop_table(trace)
+    if capped:
+        out.append(_p(f"Hop table (shallowest hops first, about {MAX_TABLE_TRANSFERS} rows; the complete "
+                      f"trace of {len(trace.nodes)} accounts and {len(trace.edges)} transfers is in the "
+                      "trace file listed in the manifest)", "caption"))
+    else:
+        out.append(_p("Hop table (every account and transfer in the trace)", "caption"))
+    out.append(table)
     return out
 
 
@@ -450,7 +465,8 @@ def render_alert_report(
     narrative: str | None = None,
     signing_key: bytes,
 ) -> ReportManifest:
-    """Write ``<out_dir>/<alert_id>.pdf`` and its signed ``<alert_id>.manifest.json``.
+    """Write ``<out_dir>/<alert_id>.pdf``, the complete trace as ``<alert_id>.trace.json`` and
+    the signed ``<alert_id>.manifest.json`` that hashes both.
 
     Raises ``ValueError`` when the alert id is not a usable file name, the trace is not rooted
     at the alert's sender or receiver, or the signing key is empty.
@@ -491,7 +507,12 @@ def render_alert_report(
     tmp.write_bytes(pdf)
     tmp.replace(out / pdf_name)
 
-    manifest = sign_manifest(replace(unsigned, files=((pdf_name, sha256_hex(pdf)),)), signing_key)
+    trace_name = f"{alert.alert_id}.trace.json"
+    trace_bytes = (trace.to_json() + "\n").encode()
+    (out / trace_name).write_bytes(trace_bytes)
+
+    files = ((pdf_name, sha256_hex(pdf)), (trace_name, sha256_hex(trace_bytes)))
+    manifest = sign_manifest(replace(unsigned, files=files), signing_key)
     write_manifest(manifest, out / f"{alert.alert_id}.manifest.json")
     return manifest
 

@@ -40,6 +40,9 @@ public final class Neo4jServer {
                 .setConfig(HttpsConnector.enabled, false)
                 .setConfig(GraphDatabaseSettings.auth_enabled, auth)
                 .setConfig(GraphDatabaseSettings.pagecache_memory, pagecache)
+                // Development box: no 256 MiB preallocated transaction log per database.
+                .setConfig(GraphDatabaseSettings.preallocate_logical_logs, false)
+                .setConfig(GraphDatabaseSettings.logical_log_rotation_threshold, 64L * 1024 * 1024)
                 .build();
 
         CountDownLatch stopped = new CountDownLatch(1);

@@ -40,8 +40,13 @@ def test_a_separate_process_sees_the_same_graph(tmp_path: Path) -> None:
         s = open_store("embedded:{path}")
         print(s.edge_count(), trace_evidence(s, "001/A").trace_id)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout.split()
     here = NetworkxGraphStore(path)
     assert out == [str(here.edge_count()), trace_evidence(here, acct("A")).trace_id]
 

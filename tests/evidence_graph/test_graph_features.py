@@ -9,11 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditflow.records import TransactionEvent
-from evidence_graph import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES, NetworkxGraphStore, graph_features
+from evidence_graph import (
+    GRAPH_FEATURE_DESCRIPTIONS,
+    GRAPH_FEATURE_NAMES,
+    NetworkxGraphStore,
+    graph_features,
+)
 from evidence_graph.testing import acct, chain, cycle, fan_out, gather_scatter, scatter_gather, tx
 
 
-def brute_force(events: list[TransactionEvent], event: TransactionEvent, window_minutes: int) -> dict[str, float]:
+def brute_force(
+    events: list[TransactionEvent], event: TransactionEvent, window_minutes: int
+) -> dict[str, float]:
     lo, hi = event.timestamp - timedelta(minutes=window_minutes), event.timestamp
     seen = {e.event_id: e for e in events if lo <= e.timestamp <= hi}
     seen.setdefault(event.event_id, event)
@@ -37,7 +44,11 @@ def brute_force(events: list[TransactionEvent], event: TransactionEvent, window_
             d = 0
         cyc = d + 1 if 0 < d <= 5 else 0
     sg = max(
-        (len({m for m in nodes if m not in (x, r) and (x, m) in arcs and (m, r) in arcs}) for x in nodes if x != r),
+        (
+            len({m for m in nodes if m not in (x, r) and (x, m) in arcs and (m, r) in arcs})
+            for x in nodes
+            if x != r
+        ),
         default=0,
     )
 
@@ -89,11 +100,13 @@ def test_every_feature_is_described() -> None:
 
 def test_planted_shapes() -> None:
     store = NetworkxGraphStore()
-    store.add_transactions([
-        *cycle(["A", "B", "C", "D"], start=0),
-        *scatter_gather("S", ["M1", "M2", "M3"], "T", start=10),
-        *gather_scatter(["P1", "P2"], "H", ["Q1", "Q2", "Q3"], start=20),
-    ])
+    store.add_transactions(
+        [
+            *cycle(["A", "B", "C", "D"], start=0),
+            *scatter_gather("S", ["M1", "M2", "M3"], "T", start=10),
+            *gather_scatter(["P1", "P2"], "H", ["Q1", "Q2", "Q3"], start=20),
+        ]
+    )
     closing = tx("cy3", "D", "A", 3)
     f = graph_features(store, closing)
     assert f["g_cycle_len"] == 4 and f["g_two_hop_out"] == 2

@@ -61,15 +61,26 @@ def test_edges_round_trip_exactly(store: GraphStore) -> None:
 
 
 def test_cap_order_limit_and_self_loop_listed_once(store: GraphStore) -> None:
-    store.add_transactions([
-        tx("e3", "A", "C", 1), tx("e1", "A", "B", 1), tx("e0", "A", "D", 2),
-        tx("loop", "A", "A", 0), tx("in", "Z", "A", 1),
-    ])
+    store.add_transactions(
+        [
+            tx("e3", "A", "C", 1),
+            tx("e1", "A", "B", 1),
+            tx("e0", "A", "D", 2),
+            tx("loop", "A", "A", 0),
+            tx("in", "Z", "A", 1),
+        ]
+    )
     a = acct("A")
     assert [e.event_id for e in store.out_edges(a)] == ["loop", "e1", "e3", "e0"]
     both = store.neighbors_batch([a, a], "both", limit=3)
     assert list(both) == [a] and [e.event_id for e in both[a]] == ["loop", "e1", "e3"]
-    assert [e.event_id for e in store.neighbors_batch([a], "both")[a]] == ["loop", "e1", "e3", "in", "e0"]
+    assert [e.event_id for e in store.neighbors_batch([a], "both")[a]] == [
+        "loop",
+        "e1",
+        "e3",
+        "in",
+        "e0",
+    ]
     assert [e.event_id for e in store.in_edges(a)] == ["loop", "in"]
 
 
@@ -133,7 +144,9 @@ def test_planted_scatter_gather_depths_and_upstream(store: GraphStore) -> None:
 
 
 def test_planted_fan_out_with_cross_edges(store: GraphStore) -> None:
-    store.add_transactions([*fan_out("H", ["L1", "L2", "L3"]), tx("x", "L1", "L2", 9), tx("back", "L3", "H", 9)])
+    store.add_transactions(
+        [*fan_out("H", ["L1", "L2", "L3"]), tx("x", "L1", "L2", 9), tx("back", "L3", "H", 9)]
+    )
     t = trace_evidence(store, acct("H"), max_hops=2)
     assert depths(t) == {"H": 0, "L1": 1, "L2": 1, "L3": 1}
     assert upstream(t, "L2") == ("H",)  # the L1 -> L2 edge is same-depth: not upstream...
@@ -163,7 +176,10 @@ def test_fanout_cap_keeps_earliest_edges_and_marks_truncation(store: GraphStore)
     assert depths(t) == {"H": 0, **{x: 1 for x in leaves[:4]}}
     assert edge_ids(t) == ["fo0", "fo1", "fo2", "fo3"]
     assert not trace_evidence(store, acct("H"), fanout_cap=10).truncated
-    assert trace_evidence(store, acct("H"), fanout_cap=4).trace_id != trace_evidence(store, acct("H")).trace_id
+    assert (
+        trace_evidence(store, acct("H"), fanout_cap=4).trace_id
+        != trace_evidence(store, acct("H")).trace_id
+    )
 
 
 def test_hub_is_bounded_by_the_cap(store: GraphStore) -> None:
@@ -213,9 +229,11 @@ def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStor
     from evidence_graph.testing import bipartite, gather_scatter, stack
 
     events = [
-        *cycle("ABCD"), *scatter_gather("A", ["X", "Y"], "Z", prefix="s", start=5),
+        *cycle("ABCD"),
+        *scatter_gather("A", ["X", "Y"], "Z", prefix="s", start=5),
         *gather_scatter(["P1", "P2", "P3"], "H", ["Q1", "Q2"], start=10),
-        *bipartite(["K1", "K2"], ["J1", "J2"], start=20), *stack([["S1", "S2"], ["R1", "R2"], ["U1", "U2"]], start=30),
+        *bipartite(["K1", "K2"], ["J1", "J2"], start=20),
+        *stack([["S1", "S2"], ["R1", "R2"], ["U1", "U2"]], start=30),
         *chain("LMNO", laundering=True, prefix="l", start=40),
     ]
     store.add_transactions(events)
@@ -226,4 +244,13 @@ def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStor
     for name in sorted({x for e in events for x in (e.sender.node_id, e.receiver.node_id)}):
         assert detect_typologies(store, name) == detect_typologies(ref, name)
     found = {m.typology for e in events for m in detect_typologies(store, e.sender.node_id)}
-    assert found == {"cycle", "scatter-gather", "fan-out", "fan-in", "gather-scatter", "bipartite", "stack", "random"}
+    assert found == {
+        "cycle",
+        "scatter-gather",
+        "fan-out",
+        "fan-in",
+        "gather-scatter",
+        "bipartite",
+        "stack",
+        "random",
+    }

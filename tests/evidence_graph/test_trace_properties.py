@@ -30,17 +30,21 @@ def graphs(draw: st.DrawFn) -> tuple[list[TransactionEvent], list[str]]:
     edges = draw(st.lists(st.tuples(pick, pick, st.integers(0, 20)), max_size=30))
     if n > 2 and draw(st.booleans()):  # a hub touching many accounts both ways
         hub = draw(pick)
-        edges += [(hub, x, m) for m, x in enumerate(names)] + [(x, hub, 30 + m) for m, x in enumerate(names)]
+        edges += [(hub, x, m) for m, x in enumerate(names)] + [
+            (x, hub, 30 + m) for m, x in enumerate(names)
+        ]
     events = [tx(f"e{i:03d}", a, b, m) for i, (a, b, m) in enumerate(edges)]
     return events, names
 
 
-params = st.fixed_dictionaries({
-    "direction": st.sampled_from(["out", "in", "both"]),
-    "max_hops": st.integers(1, 5),
-    "fanout_cap": st.integers(1, 6),
-    "window": st.one_of(st.none(), st.tuples(st.integers(0, 25), st.integers(0, 25)).map(sorted)),
-})
+params = st.fixed_dictionaries(
+    {
+        "direction": st.sampled_from(["out", "in", "both"]),
+        "max_hops": st.integers(1, 5),
+        "fanout_cap": st.integers(1, 6),
+        "window": st.one_of(st.none(), st.tuples(st.integers(0, 25), st.integers(0, 25)).map(sorted)),
+    }
+)
 
 
 def _window(p: dict) -> tuple | None:
@@ -56,10 +60,14 @@ def reference_trace(events, root, direction, max_hops, fanout_cap, window):
     nodes = {e.sender.node_id for e in events} | {e.receiver.node_id for e in events} | {root}
     for node in nodes:
         inc = [
-            e for e in events
-            if (lo is None or e.timestamp >= lo) and (hi is None or e.timestamp <= hi)
-            and ((direction in ("out", "both") and e.sender.node_id == node)
-                 or (direction in ("in", "both") and e.receiver.node_id == node))
+            e
+            for e in events
+            if (lo is None or e.timestamp >= lo)
+            and (hi is None or e.timestamp <= hi)
+            and (
+                (direction in ("out", "both") and e.sender.node_id == node)
+                or (direction in ("in", "both") and e.receiver.node_id == node)
+            )
         ]
         inc = sorted({e.event_id: e for e in inc}.values(), key=lambda e: (e.timestamp, e.event_id))
         kept[node] = inc[:fanout_cap]
@@ -80,7 +88,9 @@ def reference_trace(events, root, direction, max_hops, fanout_cap, window):
         for e in kept[n]:
             edges[e.event_id] = min(edges.get(e.event_id, 99), depth[n] + 1)
     ups = {
-        v: tuple(sorted(u for u in expanded if depth[u] == d - 1 and any(far(e, u) == v for e in kept[u])))
+        v: tuple(
+            sorted(u for u in expanded if depth[u] == d - 1 and any(far(e, u) == v for e in kept[u]))
+        )
         for v, d in depth.items()
     }
     return depth, ups, edges, bool(truncated_nodes & expanded)
@@ -99,12 +109,16 @@ def test_trace_matches_reference_semantics(g, p, data) -> None:
     window = _window(p)
     store = _load(NetworkxGraphStore(), events)
     t = trace_evidence(store, root, p["max_hops"], p["direction"], p["fanout_cap"], window)
-    depth, ups, edges, truncated = reference_trace(events, root, p["direction"], p["max_hops"], p["fanout_cap"], window)
+    depth, ups, edges, truncated = reference_trace(
+        events, root, p["direction"], p["max_hops"], p["fanout_cap"], window
+    )
     assert t.depths() == depth
     assert {n.node_id: n.upstream_ids for n in t.nodes} == ups
     assert {e.event_id: e.hop for e in t.edges} == edges
     assert t.truncated == truncated
-    assert [(n.hop_depth, n.node_id) for n in t.nodes] == sorted((n.hop_depth, n.node_id) for n in t.nodes)
+    assert [(n.hop_depth, n.node_id) for n in t.nodes] == sorted(
+        (n.hop_depth, n.node_id) for n in t.nodes
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -153,8 +167,12 @@ def test_neo4j_and_embedded_traces_are_identical(neo4j_store, g, p, data) -> Non
     # every example gets its own accounts and event ids inside the shared namespace
     pre = f"x{next(_example)}"
     events = [
-        tx(f"{pre}-{e.event_id}", f"{pre}/{e.sender.account}", f"{pre}/{e.receiver.account}",
-           int((e.timestamp - T0).total_seconds() // 60))
+        tx(
+            f"{pre}-{e.event_id}",
+            f"{pre}/{e.sender.account}",
+            f"{pre}/{e.receiver.account}",
+            int((e.timestamp - T0).total_seconds() // 60),
+        )
         for e in events
     ]
     root = f"{pre}/" + data.draw(st.sampled_from(names))

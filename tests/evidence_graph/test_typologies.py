@@ -63,7 +63,11 @@ def test_cycle_follows_the_path_from_the_account() -> None:
 
 def test_scatter_gather_from_every_role() -> None:
     events = scatter_gather("S", ["M1", "M2", "M3"], "T")
-    expected = {"S": ["fan-out", "scatter-gather"], "T": ["fan-in", "scatter-gather"], "M2": ["scatter-gather"]}
+    expected = {
+        "S": ["fan-out", "scatter-gather"],
+        "T": ["fan-in", "scatter-gather"],
+        "M2": ["scatter-gather"],
+    }
     for node, shapes in expected.items():
         found = detect(events, node)
         assert names(found) == shapes, node
@@ -76,7 +80,9 @@ def test_gather_scatter_needs_money_in_before_money_out() -> None:
     events = gather_scatter(["P1", "P2"], "H", ["Q1", "Q2"])
     (m,) = detect(events, "H")
     assert m.typology == "gather-scatter" and len(m.event_ids) == 4
-    reversed_in_time = [tx(e.event_id, e.sender.account, e.receiver.account, 100 - i) for i, e in enumerate(events)]
+    reversed_in_time = [
+        tx(e.event_id, e.sender.account, e.receiver.account, 100 - i) for i, e in enumerate(events)
+    ]
     assert detect(reversed_in_time, "H") == []
     # a bigger hub is also a fan-in and a fan-out
     big = gather_scatter(["P1", "P2", "P3"], "H", ["Q1", "Q2", "Q3"])
@@ -127,7 +133,9 @@ def test_results_are_deterministic_and_ordered() -> None:
     found = detect(events, "H")
     assert names(found) == ["fan-out", "cycle", "scatter-gather"]
     assert detect(list(reversed(events)), "H") == found
-    assert [TYPOLOGIES.index(n) for n in names(found)] == sorted(TYPOLOGIES.index(n) for n in names(found))
+    assert [TYPOLOGIES.index(n) for n in names(found)] == sorted(
+        TYPOLOGIES.index(n) for n in names(found)
+    )
     assert found[0].to_dict()["typology"] == "fan-out"
 
 
@@ -138,8 +146,10 @@ def test_arguments_are_checked() -> None:
 
 def test_tight_caps_stay_consistent() -> None:
     events = [
-        *scatter_gather("S", ["M1", "M2", "M3"], "T"), *stack([["A1", "A2"], ["B1", "B2"], ["C1", "C2"]]),
-        *cycle("WXYZ"), *gather_scatter(["P1", "P2"], "H", ["Q1", "Q2"]),
+        *scatter_gather("S", ["M1", "M2", "M3"], "T"),
+        *stack([["A1", "A2"], ["B1", "B2"], ["C1", "C2"]]),
+        *cycle("WXYZ"),
+        *gather_scatter(["P1", "P2"], "H", ["Q1", "Q2"]),
     ]
     store = NetworkxGraphStore()
     store.add_transactions(events)

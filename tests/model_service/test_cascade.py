@@ -251,3 +251,20 @@ def test_explain_alerts_needs_every_graph_feature(planted, trained):
     cascade, _ = trained
     with pytest.raises(ValueError, match="lacks features \\['g_dummy'\\]"):
         explain_alerts(planted[:3], cascade, lambda ev: {"g_mule": 1.0})
+
+
+def test_train_cascade_on_the_synthetic_generator():
+    synthetic = pytest.importorskip("ingest.synthetic")
+    ds = synthetic.generate(accounts=300, days=6, laundering_rate=0.02, seed=1)
+    events = sorted(ds.events, key=lambda ev: (ev.timestamp, ev.source_offset))
+    rows = compute_features(events)
+    dummy = ("g_dummy",), {"g_dummy": "always zero"}
+    cascade, report = train_cascade(rows, lambda ev: {"g_dummy": 0.0}, *dummy, seed=4,
+                                    fast_params=SMALL, deep_params=SMALL)
+    tr, va, te = (report.split(n) for n in ("train", "validation", "test"))
+    assert tr.end < va.start and va.end < te.start
+    assert 0.0 < cascade.candidate_threshold < 1.0 and 0.0 <= cascade.alert_threshold <= 1.0
+    assert report.stage_one("validation").recall >= 0.95
+    again, _ = train_cascade(rows, lambda ev: {"g_dummy": 0.0}, *dummy, seed=4,
+                             fast_params=SMALL, deep_params=SMALL)
+    assert again.digest == cascade.digest

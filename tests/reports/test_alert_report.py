@@ -14,7 +14,7 @@ import pytest
 from pypdf import PdfReader
 
 from auditflow.money import format_amount
-from auditflow.records import ReportManifest
+from auditflow.records import EvidenceTrace, ReportManifest
 from reports import render_alert_report, verify_manifest
 from reports._charts import MAX_DRAWN_NODES, select_drawn_nodes, shorten_label, trace_subgraph
 from reports.testing import (
@@ -53,9 +53,12 @@ def rendered(tmp_path_factory) -> tuple[Path, ReportManifest, str]:
 def test_writes_pdf_and_manifest_named_after_the_alert(rendered):
     out, manifest, _ = rendered
     alert_id = make_alert().alert_id
-    assert sorted(p.name for p in out.iterdir()) == [f"{alert_id}.manifest.json", f"{alert_id}.pdf"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        f"{alert_id}.manifest.json", f"{alert_id}.pdf", f"{alert_id}.trace.json"]
     assert manifest.alert_id == alert_id
-    assert manifest.files[0][0] == f"{alert_id}.pdf"
+    assert [name for name, _ in manifest.files] == [f"{alert_id}.pdf", f"{alert_id}.trace.json"]
+    trace = EvidenceTrace.from_dict(json.loads((out / f"{alert_id}.trace.json").read_text()))
+    assert trace == make_trace()
     assert (out / f"{alert_id}.pdf").read_bytes().startswith(b"%PDF-")
 
 

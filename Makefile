@@ -1,0 +1,49 @@
+# auditflow — the two commands that matter: `make demo` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-unit services-up services-down services-status bench clean
+
+setup: $(STAMP)
+
+# (Re)install when pyproject.toml changes; pins live there.
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ not found (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/auditflow demo
+
+# The whole suite against real services: Kafka, Neo4j and a Flink session cluster are started
+# by deploy/services and stopped afterwards, whatever the outcome.
+test: setup
+	@set -e; \
+	trap 'deploy/services down || true' EXIT; \
+	deploy/services up; \
+	eval "$$(deploy/services env)"; \
+	AUDITFLOW_SERVICES=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# Unit tests only (no servers).
+test-unit: setup
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+services-up: setup
+	deploy/services up
+
+services-down:
+	deploy/services down
+
+services-status:
+	deploy/services status
+
+bench: setup
+	$(PY) bench/stream_throughput.py --quick
+
+clean:
+	rm -rf out var .cache .pytest_cache
