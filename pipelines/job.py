@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyflink.common import Configuration, Types
+from pyflink.common import Configuration, Duration, Types, WatermarkStrategy
+from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import (
     FlatMapFunction,
     KeyedProcessFunction,
@@ -48,6 +49,7 @@ from pipelines.sources import DEFAULT_CHUNK_BYTES, read_chunk, split_file
 
 REJECT_TAG = OutputTag("rejects", Types.STRING())
 EVENT_PART, SND_PART, RCV_PART = 0, 1, 2
+MINUTE_MS = 60_000
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -93,6 +95,10 @@ class ParseEvents(ProcessFunction):
             rej = RejectedRecord(source, offset, raw, e.field, str(e.value), e.reason, stage="parse")
             yield REJECT_TAG, rej.to_json()
             return
+        except Exception as e:  # a record must never kill the job: it is dead-lettered instead
+            rej = RejectedRecord(source, offset, raw, "value", raw[:200], f"{type(e).__name__}: {e}", stage="parse")
+            yield REJECT_TAG, rej.to_json()
+            return
         yield ev
 
 
@@ -101,25 +107,64 @@ class EventParts(FlatMapFunction):
 
     def flat_map(self, ev):
         yield ev.event_id, EVENT_PART, ev
-        for leg in (out_leg(ev), in_leg(ev)):
-            yield leg[0], leg[1:] + (ev.event_id,)
+        for key, minute, is_out, cp, cents in (out_leg(ev), in_leg(ev)):
+            yield key, (minute, ev.source_offset, not is_out, cp, cents, ev.event_id)
 
 
 class AccountFeatures(KeyedProcessFunction):
-    """Keyed by account: the account's sliding window lives in Flink keyed state."""
+    """Keyed by account, in event-time order: the account's sliding window lives in keyed state.
+
+    Legs wait in keyed state until the watermark passes their minute, then are applied sorted
+    by (minute, source offset, out before in): the same order whatever the arrival order, so a
+    Kafka run over several partitions computes exactly what the file run and the plain-Python
+    reference compute. Legs arriving behind the watermark are applied at once.
+    """
 
     def __init__(self, window_minutes: int = DEFAULT_WINDOW_MINUTES):
         self.window_minutes = window_minutes
 
     def open(self, runtime_context: RuntimeContext):
         self.state = runtime_context.get_state(ValueStateDescriptor("window", Types.PICKLED_BYTE_ARRAY()))
+        self.pending = runtime_context.get_state(ValueStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY()))
+
+    def _apply(self, legs):
+        window = self.state.value() or AccountWindow(self.window_minutes)
+        for minute, _, is_in, cp, cents, event_id in sorted(legs):
+            feats = window.apply(minute, not is_in, cp, cents)
+            yield event_id, RCV_PART if is_in else SND_PART, [feats[k] for k in ACCOUNT_FEATURES]
+        self.state.update(window)
 
     def process_element(self, value, ctx):
-        _, (minute, is_out, cp, cents, event_id) = value
-        window = self.state.value() or AccountWindow(self.window_minutes)
-        feats = window.apply(minute, is_out, cp, cents)
-        self.state.update(window)
-        yield event_id, SND_PART if is_out else RCV_PART, [feats[k] for k in ACCOUNT_FEATURES]
+        leg = value[1]
+        due_ms = leg[0] * MINUTE_MS
+        if due_ms <= ctx.timer_service().current_watermark():
+            yield from self._apply([leg])
+            return
+        pending = self.pending.value() or []
+        pending.append(leg)
+        self.pending.update(pending)
+        ctx.timer_service().register_event_time_timer(due_ms)
+
+    def on_timer(self, timestamp, ctx):
+        pending = self.pending.value() or []
+        due = [leg for leg in pending if leg[0] * MINUTE_MS <= timestamp]
+        rest = [leg for leg in pending if leg[0] * MINUTE_MS > timestamp]
+        if rest:
+            self.pending.update(rest)
+        else:
+            self.pending.clear()
+        yield from self._apply(due)
+
+
+class EventTime(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return value.minute * MINUTE_MS
+
+
+def event_time_watermarks(out_of_orderness_minutes: int) -> WatermarkStrategy:
+    return WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_minutes(out_of_orderness_minutes)
+    ).with_timestamp_assigner(EventTime())
 
 
 class JoinAndScore(KeyedProcessFunction):
@@ -155,14 +200,15 @@ class JoinAndScore(KeyedProcessFunction):
 class GraphWriter(FlatMapFunction):
     """Writes events to the graph store in batches (idempotent on event id); emits nothing."""
 
-    def __init__(self, store_url: str, batch: int = 2000):
+    def __init__(self, store_url: str, options: dict | None = None, batch: int = 2000):
         self.store_url = store_url
+        self.options = options or {}
         self.batch = batch
 
     def open(self, runtime_context: RuntimeContext):
         from evidence_graph import open_store
 
-        self.store = open_store(self.store_url)
+        self.store = open_store(self.store_url, **self.options)
         self.buffer: list[TransactionEvent] = []
 
     def flat_map(self, value):
@@ -190,21 +236,24 @@ class JobSpec:
     scorer_factory: Callable[[], tuple[Callable, float, str]]
     window_minutes: int = DEFAULT_WINDOW_MINUTES
     parallelism: int = 1
-    extra: dict = field(default_factory=dict)
+    out_of_orderness_minutes: int = 60  # event-time slack before a minute's legs are applied
+    graph_options: dict = field(default_factory=dict)  # passed to evidence_graph.open_store
 
 
-def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec):
+def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec, assign_event_time: bool = True):
     """Wire the job over a stream of ``(source, offset, raw)``.
 
     Returns ``(alerts, rejects, graph_done)``; ``graph_done`` carries no records, it anchors the
     graph writer in the job graph for sinks that collect.
     """
     parsed = raw.process(ParseEvents(), output_type=Types.PICKLED_BYTE_ARRAY()).name("parse")
-    rejects = parsed.get_side_output(REJECT_TAG)
+    rejects = parsed.get_side_output(REJECT_TAG)  # from the parse operator itself
+    if assign_event_time:
+        parsed = parsed.assign_timestamps_and_watermarks(event_time_watermarks(spec.out_of_orderness_minutes))
     graph_done = None
     if spec.graph_url:
         graph_done = (
-            parsed.flat_map(GraphWriter(spec.graph_url), output_type=Types.STRING())
+            parsed.flat_map(GraphWriter(spec.graph_url, spec.graph_options), output_type=Types.STRING())
             .name("graph-writer")
             .set_parallelism(1)
         )
