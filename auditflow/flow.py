@@ -106,14 +106,13 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     """Run the PyFlink job over the file (bounded source) on a local MiniCluster."""
     from functools import partial
 
-    from evidence_graph import open_store
     from pipelines.job import JobSpec, run_file_job
 
-    graph_url = settings.effective_graph_url
-    with open_store(graph_url) as store:
+    with settings.open_graph() as store:
         before = store.edge_count()
     spec = JobSpec(
-        graph_url=graph_url,
+        graph_url=settings.effective_graph_url,
+        graph_options=settings.graph_options,
         scorer_factory=partial(load_fast_path, str(Path(model_dir).resolve())),
         window_minutes=settings.window_minutes,
         parallelism=settings.parallelism,
@@ -121,12 +120,54 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     t0 = time.perf_counter()
     out = run_file_job(str(csv_path), spec)
     seconds = time.perf_counter() - t0
-    with open_store(graph_url) as store:
+    with settings.open_graph() as store:
         written = store.edge_count() - before
-    candidates = [
-        (TransactionEvent.from_dict(a["event"]), {k: float(v) for k, v in a["features"]}) for a in out.alerts
-    ]
+    candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
     return StreamResult(out.records_in, written, out.rejects, candidates, seconds)
+
+
+def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[TransactionEvent, dict[str, float]]]:
+    """Fast-path alert messages (file run or the ``alerts`` topic) -> deep-path candidates.
+
+    Sorted by source offset then event id, and de-duplicated by event id (at-least-once delivery
+    may repeat a message)."""
+    seen: dict[str, tuple[TransactionEvent, dict[str, float]]] = {}
+    for m in messages:
+        a = json.loads(m)
+        ev = TransactionEvent.from_dict(a["event"])
+        seen.setdefault(ev.event_id, (ev, {k: float(v) for k, v in a["features"]}))
+    return sorted(seen.values(), key=lambda c: (c[0].source_offset, c[0].event_id))
+
+
+def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Settings, *,
+                     cluster: bool = False, fresh_topics: bool = False,
+                     progress: Callable[[int], None] | None = None) -> StreamResult:
+    """Produce the file to Kafka, run the Kafka job (local MiniCluster or the session cluster)
+    to the end of the topic, and read its alerts and dead letters back from Kafka."""
+    from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
+    from pipelines.kafka_job import run_kafka_job, submit_kafka_job
+
+    topics = (settings.topic_transactions, settings.topic_alerts, settings.topic_dlq)
+    if fresh_topics:
+        delete_topics(settings.kafka_bootstrap, topics)
+    ensure_topics(settings.kafka_bootstrap, {t: settings.topic_partitions for t in topics})
+    produced = produce_file(csv_path, settings)
+    with settings.open_graph() as store:
+        before = store.edge_count()
+    t0 = time.perf_counter()
+    if cluster:
+        submit_kafka_job(settings, str(model_dir), bounded=True)
+    else:
+        run_kafka_job(settings, str(model_dir), bounded=True, graph_options=settings.graph_options)
+    seconds = time.perf_counter() - t0
+    with settings.open_graph() as store:
+        written = store.edge_count() - before
+    alerts = consume_all(settings.kafka_bootstrap, settings.topic_alerts, timeout_s=120)
+    dead = consume_all(settings.kafka_bootstrap, settings.topic_dlq, timeout_s=60)
+    rejects = [RejectedRecord.from_dict({k: v for k, v in json.loads(r.value).items() if k not in ("topic", "partition")})
+               for r in dead]
+    candidates = candidates_from_fast_alerts(r.value for r in alerts)
+    return StreamResult(produced.read, written, rejects, candidates, seconds)
 
 
 # ---------------------------------------------------------------------------- deep path
@@ -152,7 +193,7 @@ def run_deep_path(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[CaseResult]:
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
-    from evidence_graph import detect_typologies, graph_features, open_store, trace_evidence
+    from evidence_graph import detect_typologies, graph_features, trace_evidence
     from model_service import Cascade, explain_alerts
     from reports import AuditLog, render_alert_report
 
@@ -161,7 +202,7 @@ def run_deep_path(
     reports_dir.mkdir(parents=True, exist_ok=True)
     log = AuditLog(reports_dir / "audit_log.jsonl")
     cases: list[CaseResult] = []
-    with open_store(settings.effective_graph_url) as store:
+    with settings.open_graph() as store:
         window = settings.window_minutes
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev, window))
         todo = explained if max_reports is None else explained[:max_reports]

@@ -9,6 +9,7 @@ AUDITFLOW_GRAPH_URL            ``embedded:PATH`` (networkx file), ``memory:``   
 AUDITFLOW_NEO4J_URI            Neo4j Bolt address used by ``--neo4j``           ``bolt://127.0.0.1:7687``
 AUDITFLOW_NEO4J_USER           Neo4j user (unset: no auth)                      unset
 AUDITFLOW_NEO4J_PASSWORD       Neo4j password (secret)                          unset
+AUDITFLOW_GRAPH_NAMESPACE      Neo4j label suffix isolating one graph           unset
 AUDITFLOW_KAFKA_BOOTSTRAP      Kafka bootstrap servers                          ``127.0.0.1:9092``
 AUDITFLOW_TOPIC_TRANSACTIONS   input topic                                      ``transactions``
 AUDITFLOW_TOPIC_DLQ            dead-letter topic                                ``transactions.dlq``
@@ -42,6 +43,7 @@ class Settings(BaseSettings):
     neo4j_uri: str = "bolt://127.0.0.1:7687"
     neo4j_user: str | None = None
     neo4j_password: SecretStr | None = None
+    graph_namespace: str = ""
     kafka_bootstrap: str = "127.0.0.1:9092"
     topic_transactions: str = "transactions"
     topic_dlq: str = "transactions.dlq"
@@ -66,6 +68,24 @@ class Settings(BaseSettings):
     @property
     def effective_graph_url(self) -> str:
         return self.graph_url or f"embedded:{(self.out_dir / 'graph.jsonl').resolve()}"
+
+    @property
+    def graph_options(self) -> dict:
+        """Backend options for :func:`evidence_graph.open_store` (Neo4j auth and namespace)."""
+        if not self.effective_graph_url.startswith(("bolt", "neo4j")):
+            return {}
+        opts: dict = {}
+        if self.neo4j_user:
+            opts["user"] = self.neo4j_user
+            opts["password"] = self.neo4j_password.get_secret_value() if self.neo4j_password else None
+        if self.graph_namespace:
+            opts["namespace"] = self.graph_namespace
+        return opts
+
+    def open_graph(self):
+        from evidence_graph import open_store
+
+        return open_store(self.effective_graph_url, **self.graph_options)
 
     @property
     def signing_key_bytes(self) -> bytes:

@@ -460,6 +460,7 @@ def count_data_lines(path: str | Path, chunk: int = 1 << 20) -> int:
 def produce_command(file: str | Path, topic: str | None, settings: Settings) -> ProduceSummary:
     """``auditflow produce --from FILE --topic T``: produce with a progress bar, print the counts."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -483,7 +484,7 @@ def produce_command(file: str | Path, topic: str | None, settings: Settings) -> 
         console=console,
         transient=False,
     ) as bar:
-        task = bar.add_task(f"{Path(file).name} -> {topic}", total=total or None, rate="", dlq=0)
+        task = bar.add_task(escape(f"{Path(file).name} -> {topic}"), total=total or None, rate="", dlq=0)
         t0 = time.perf_counter()
 
         def on_progress(read: int, sent: int, dead: int) -> None:
@@ -493,9 +494,10 @@ def produce_command(file: str | Path, topic: str | None, settings: Settings) -> 
         summary = produce_file(file, settings, topic=topic, progress=on_progress)
         bar.update(task, total=summary.read, completed=summary.read)
     console.print(
-        f"[green]produced[/] {summary.produced} events to [bold]{summary.topic}[/] "
+        f"[green]produced[/] {summary.produced} events to [bold]{escape(summary.topic)}[/] "
         f"(partitions {', '.join(f'{p}: {n}' for p, n in summary.partitions.items()) or '-'}), "
-        f"{summary.dead_lettered} dead-lettered to [bold]{summary.dlq_topic}[/]; "
-        f"{summary.read} rows read in {summary.elapsed_s:.2f} s ({summary.events_per_s:,.0f} events/s)"
+        f"{summary.dead_lettered} dead-lettered to [bold]{escape(summary.dlq_topic)}[/]; "
+        f"{summary.read} rows read in {summary.elapsed_s:.2f} s ({summary.events_per_s:,.0f} events/s)",
+        soft_wrap=True,
     )
     return summary

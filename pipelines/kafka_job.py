@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -140,6 +142,47 @@ def run_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True, g
     t0 = time.perf_counter()
     env.execute(job_name)
     return KafkaJobResult(time.perf_counter() - t0, job_name)
+
+
+def submit_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True, group_id: str = "auditflow-stream",
+                     job_name: str = "auditflow-kafka", timeout_s: float = 1800) -> subprocess.CompletedProcess:
+    """Submit this module to the Flink session cluster with ``flink run -py`` and wait for it.
+
+    Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
+    (from ``FLINK_HOME``, else the one inside the installed ``pyflink`` package) with the
+    cluster's configuration (``FLINK_CONF_DIR``, else ``AUDITFLOW_FLINK_CONF_DIR``) and the
+    REST address from settings. Raises ``RuntimeError`` with the client's output on failure.
+    """
+    import pyflink
+
+    flink_home = os.environ.get("FLINK_HOME") or os.path.dirname(os.path.abspath(pyflink.__file__))
+    rest = urlparse(settings.flink_rest)
+    cmd = [
+        os.path.join(flink_home, "bin", "flink"), "run",
+        "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
+        "-pyexec", sys.executable, "-py", os.path.abspath(__file__),
+        "--model-dir", str(Path(model_dir).resolve()), "--group-id", group_id, "--job-name", job_name,
+    ]
+    if bounded:
+        cmd.append("--bounded")
+    if settings.graph_namespace:
+        cmd += ["--graph-namespace", settings.graph_namespace]
+    env = dict(os.environ)
+    env.setdefault("FLINK_HOME", flink_home)
+    conf_dir = os.environ.get("FLINK_CONF_DIR") or os.environ.get("AUDITFLOW_FLINK_CONF_DIR")
+    if conf_dir:
+        env["FLINK_CONF_DIR"] = conf_dir
+    env["AUDITFLOW_FLINK_KAFKA_JAR"] = connector_jar(settings)
+    for name, value in settings.model_dump(mode="json", exclude={"signing_key", "neo4j_password"}).items():
+        if value is not None:
+            env[f"AUDITFLOW_{name.upper()}"] = str(value)
+    if settings.neo4j_password is not None:
+        env["AUDITFLOW_NEO4J_PASSWORD"] = settings.neo4j_password.get_secret_value()
+    env["AUDITFLOW_GRAPH_URL"] = settings.effective_graph_url
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"flink run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
 
 
 def main(argv: list[str] | None = None) -> None:

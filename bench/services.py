@@ -1,0 +1,324 @@
+"""The real services: Neo4j write rate, 5-hop evidence traces (Neo4j vs embedded), Kafka->Flink->Kafka.
+
+    python bench/services.py            # ~1M-edge graph, 200 traces per configuration
+    python bench/services.py --quick    # ~50k-edge graph, 50 traces per configuration
+
+Needs the services of ``deploy/services up`` (Neo4j on $AUDITFLOW_NEO4J_URI, default
+bolt://127.0.0.1:7687; Kafka on $AUDITFLOW_KAFKA_BOOTSTRAP). Everything goes into a private
+Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
+
+(a) **Neo4j writes**: :meth:`Neo4jGraphStore.add_transactions` (its batched ``UNWIND ... MERGE``,
+    1000 rows a transaction) over the whole generated set, timed -> ``neo4j_edges_per_s``. If
+    the writes pass ``--neo4j-budget`` seconds (default 600) they stop there, the rate is the
+    rate so far and the headline says ``neo4j_partial=1``; the traces then run on exactly the
+    edges written (the embedded store gets the same subset).
+(b) **Traces**: :func:`trace_evidence`, 5 hops, direction out, default fan-out cap, on Neo4j and
+    on the embedded :class:`NetworkxGraphStore` holding the same edges; roots drawn with a
+    seeded RNG among accounts that sent money; without a window, and with the deep path's
+    window (the root's event time +- 3 days, like ``auditflow.flow.run_deep_path``). Per root the
+    two backends run back to back (noise hits both alike) and must give the same ``trace_id``.
+    A few warm-up traces on other roots run first (Neo4j query plans, the embedded per-node
+    sort cache is *not* pre-filled beyond those).
+(c) **Kafka -> Flink -> Kafka**: :func:`pipelines.kafka_job.run_kafka_job`, imported lazily; while
+    that module does not exist, ``kafka_flink_events_per_s=na`` and the reason goes to stderr.
+
+Graph: ``ingest.synthetic.generate`` (seeded, realistic hubs: merchants, payroll processors) over
+10 days, accounts scaled to the edge count asked for.
+
+Last line: ``services kafka_flink_events_per_s=... neo4j_edges_per_s=... trace_p99_ms_neo4j=...
+trace_p99_ms_embedded=...`` plus p50s and the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import os
+import random
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DAYS = 10
+TX_PER_ACCOUNT_DAY = 4.5  # ingest.synthetic's default density
+TRACE_WINDOW = timedelta(days=3)  # = auditflow.flow.TRACE_WINDOW
+log = functools.partial(print, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------ data
+
+
+def make_events(edges: int, seed: int):
+    from ingest.synthetic import generate
+
+    accounts = max(20, round(edges / (DAYS * TX_PER_ACCOUNT_DAY)))
+    t0 = time.perf_counter()
+    ds = generate(accounts=accounts, days=DAYS, seed=seed)
+    log(f"[data] {len(ds.events):,} events, {accounts:,} accounts, {DAYS} days "
+        f"({time.perf_counter() - t0:.1f}s)")
+    return ds.events, accounts
+
+
+# ------------------------------------------------------------------------------ (a) neo4j writes
+
+
+def neo4j_write(store, events, budget_s: float, chunk: int = 50_000):
+    """Write in chunks (progress, budget). Returns (events written, seconds, created, partial)."""
+    t0 = time.perf_counter()
+    created, done = 0, 0
+    while done < len(events):
+        part = events[done : done + chunk]
+        created += store.add_transactions(part)
+        done += len(part)
+        el = time.perf_counter() - t0
+        log(f"[neo4j] {done:,}/{len(events):,} edges, {el:.1f}s, {done / el:,.0f} edges/s")
+        if el > budget_s and done < len(events):
+            log(f"[neo4j] budget of {budget_s:.0f}s spent: stopping at {done:,} edges (partial)")
+            return done, el, created, True
+    return done, time.perf_counter() - t0, created, False
+
+
+# ------------------------------------------------------------------------------ (b) traces
+
+
+def pick_roots(events, n: int, seed: int):
+    """n distinct senders, each with one of its own transfers as the window's centre."""
+    first: dict[str, list] = {}
+    for ev in events:
+        first.setdefault(ev.sender.node_id, []).append(ev.timestamp)
+    senders = sorted(first)
+    rng = random.Random(seed)
+    roots = rng.sample(senders, min(n, len(senders)))
+    return [(r, rng.choice(first[r])) for r in roots]
+
+
+def trace_pass(stores: dict, roots, windowed: bool):
+    from evidence_graph import trace_evidence
+
+    times = {name: [] for name in stores}
+    sizes = {name: [] for name in stores}
+    mismatches = 0
+    for root, ts in roots:
+        window = (ts - TRACE_WINDOW, ts + TRACE_WINDOW) if windowed else None
+        ids = set()
+        for name, store in stores.items():
+            t0 = time.perf_counter()
+            tr = trace_evidence(store, root, max_hops=5, direction="out", window=window)
+            times[name].append(time.perf_counter() - t0)
+            sizes[name].append((len(tr.nodes), len(tr.edges)))
+            ids.add(tr.trace_id)
+        mismatches += len(ids) > 1
+    return times, sizes, mismatches
+
+
+def pct(xs, q) -> float:
+    return float(np.percentile(np.asarray(xs) * 1000.0, q)) if xs else float("nan")
+
+
+# ------------------------------------------------------------------------------ (c) kafka
+
+
+def kafka_flink(events_n: int, seed: int, work: Path) -> tuple[float | None, str]:
+    """Events/s of pipelines.kafka_job.run_kafka_job over freshly produced topics; (None, why)."""
+    try:
+        from pipelines import kafka_job
+    except ImportError as e:
+        return None, f"pipelines.kafka_job is not importable yet ({e})"
+    fn = getattr(kafka_job, "run_kafka_job", None)
+    if fn is None:
+        return None, "pipelines.kafka_job has no run_kafka_job"
+    sig = inspect.signature(fn)
+
+    from auditflow.flow import load_fast_path, train
+    from auditflow.settings import Settings
+    from ingest.synthetic import generate, write_dataset
+    from pipelines.job import JobSpec
+
+    bootstrap = os.environ.get("AUDITFLOW_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    suffix = f"bench_{os.getpid()}"
+    topics = {"in": f"transactions.{suffix}", "alerts": f"alerts.{suffix}", "dlq": f"transactions.dlq.{suffix}"}
+    settings = Settings(
+        out_dir=work, seed=seed, kafka_bootstrap=bootstrap, topic_transactions=topics["in"],
+        topic_alerts=topics["alerts"], topic_dlq=topics["dlq"],
+    )
+    hist = generate(accounts=200, days=3, laundering_rate=0.01, seed=seed + 1000)
+    hist_csv, _ = write_dataset(hist, work, name="kafka_history")
+    model_dir = str((work / "kafka_model").resolve())
+    train(hist_csv, model_dir, settings)
+    spec = JobSpec(graph_url=None, scorer_factory=functools.partial(load_fast_path, model_dir))
+    accounts = max(20, round(events_n / (3 * TX_PER_ACCOUNT_DAY)))
+    live = generate(accounts=accounts, days=3, seed=seed)
+    n = len(live.events)
+
+    # map the parameters we can name; refuse (na) rather than guess a required one
+    known = {
+        "settings": settings, "spec": spec, "job_spec": spec,
+        "bootstrap": bootstrap, "bootstrap_servers": bootstrap, "kafka_bootstrap": bootstrap,
+        "topic": topics["in"], "input_topic": topics["in"], "source_topic": topics["in"],
+        "topic_transactions": topics["in"], "transactions_topic": topics["in"],
+        "alerts_topic": topics["alerts"], "topic_alerts": topics["alerts"], "output_topic": topics["alerts"],
+        "dlq_topic": topics["dlq"], "topic_dlq": topics["dlq"],
+        "bounded": True, "max_records": n, "expected_records": n,
+    }
+    kwargs, missing = {}, []
+    for name, p in sig.parameters.items():
+        if name in known:
+            kwargs[name] = known[name]
+        elif p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            missing.append(name)
+    if missing:
+        return None, f"run_kafka_job{sig}: don't know how to fill {missing}"
+
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=suffix)
+    try:
+        admin.create_topics([NewTopic(t, settings.topic_partitions, 1) for t in topics.values()])
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 18)
+        t0 = time.perf_counter()
+        for ev in live.events:
+            producer.send(topics["in"], key=ev.sender.node_id.encode(), value=ev.to_json().encode())
+        producer.flush()
+        producer.close()
+        log(f"[kafka] produced {n:,} events in {time.perf_counter() - t0:.1f}s; running run_kafka_job{sig}")
+        t0 = time.perf_counter()
+        result = fn(**kwargs)
+        seconds = time.perf_counter() - t0
+        processed = getattr(result, "records_in", None) or getattr(result, "processed", None)
+        if processed is not None and processed != n:
+            return None, f"job reported {processed} records for {n} produced: not a complete run"
+        return n / seconds, f"{n} events in {seconds:.1f}s"
+    except Exception as e:  # a job that does not run yet is reported, not faked
+        return None, f"run_kafka_job failed: {type(e).__name__}: {e}"
+    finally:
+        try:
+            admin.delete_topics(list(topics.values()))
+        except Exception as e:
+            log(f"[kafka] could not delete bench topics {list(topics.values())}: {e}")
+        admin.close()
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="~50k edges, 50 traces")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--edges", type=int, help="graph size (default 1,000,000; quick 50,000)")
+    ap.add_argument("--traces", type=int, help="roots per configuration (default 200; quick 50)")
+    ap.add_argument("--neo4j-budget", type=float, default=600.0, help="seconds of Neo4j writes at most")
+    ap.add_argument("--kafka-events", type=int, help="events through Kafka->Flink->Kafka (default 50k; quick 5k)")
+    ap.add_argument("--skip-kafka", action="store_true")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    edges = args.edges or (50_000 if quick else 1_000_000)
+    n_traces = args.traces or (50 if quick else 200)
+    kafka_events = args.kafka_events or (5_000 if quick else 50_000)
+
+    from evidence_graph import NetworkxGraphStore
+    from evidence_graph.neo4j_store import Neo4jGraphStore
+
+    events, accounts = make_events(edges, args.seed)
+    namespace = f"bench_{os.getpid()}"
+    store = Neo4jGraphStore(namespace=namespace)
+    log(f"[neo4j] {store!r}")
+    try:
+        written, w_s, created, partial = neo4j_write(store, events, args.neo4j_budget)
+        events = events[:written]
+        neo4j_rate = written / w_s
+        neo4j_edges = store.edge_count()
+        t0 = time.perf_counter()
+        embedded = NetworkxGraphStore()
+        embedded.add_transactions(events)
+        e_s = time.perf_counter() - t0
+        log(f"[embedded] {embedded.edge_count():,} edges loaded in {e_s:.1f}s")
+        if neo4j_edges != embedded.edge_count():
+            log(f"[neo4j] WARNING: {neo4j_edges} edges in Neo4j, {embedded.edge_count()} embedded")
+
+        stores = {"embedded": embedded, "neo4j": store}
+        roots = pick_roots(events, n_traces + 5, args.seed)
+        warm, roots = roots[:5], roots[5:]
+        trace_pass(stores, warm, False)
+        trace_pass(stores, warm, True)
+        results = {}
+        for windowed in (False, True):
+            t0 = time.perf_counter()
+            results[windowed] = trace_pass(stores, roots, windowed)
+            log(f"[trace] {'3-day window' if windowed else 'no window'}: {len(roots)} roots x 2 backends "
+                f"in {time.perf_counter() - t0:.1f}s")
+    finally:
+        t0 = time.perf_counter()
+        try:
+            store.drop()
+            log(f"[neo4j] namespace {namespace} dropped in {time.perf_counter() - t0:.1f}s")
+        finally:
+            store.close()
+
+    if args.skip_kafka:
+        kafka_rate, why = None, "--skip-kafka"
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench_services_") as tmp:
+            kafka_rate, why = kafka_flink(kafka_events, args.seed, Path(tmp))
+    if kafka_rate is None:
+        log(f"[kafka] kafka_flink_events_per_s=na: {why}")
+
+    rows = [
+        ("graph", f"{len(events):,} edges", f"{embedded.node_count():,} accounts ({accounts:,} generated), {DAYS} days"),
+        ("neo4j writes", f"{w_s:.1f} s", f"{neo4j_rate:,.0f} edges/s{' (PARTIAL: budget hit)' if partial else ''}, "
+                                          f"{created:,} created"),
+        ("embedded load", f"{e_s:.1f} s", f"{len(events) / e_s:,.0f} edges/s"),
+    ]
+    head_trace = {}
+    mism_total = 0
+    for windowed, label in ((False, "no window"), (True, "+-3 days")):
+        times, sizes, mism = results[windowed]
+        mism_total += mism
+        for name in ("embedded", "neo4j"):
+            ts = times[name]
+            nn = np.mean([s[0] for s in sizes[name]])
+            ne = np.mean([s[1] for s in sizes[name]])
+            rows.append((f"trace 5 hops, {label}, {name}",
+                         f"p50 {pct(ts, 50):.1f} ms",
+                         f"p99 {pct(ts, 99):.1f} ms, mean {np.mean(ts) * 1000:.1f} ms, "
+                         f"{nn:.0f} nodes / {ne:.0f} edges avg"))
+        sfx = "" if not windowed else "_window"
+        for name in ("neo4j", "embedded"):
+            head_trace[f"trace_p50_ms_{name}{sfx}"] = f"{pct(times[name], 50):.1f}"
+            head_trace[f"trace_p99_ms_{name}{sfx}"] = f"{pct(times[name], 99):.1f}"
+    rows.append(("trace ids equal across backends", f"{2 * len(roots) - mism_total}/{2 * len(roots)}", ""))
+    rows.append(("kafka->flink->kafka", "na" if kafka_rate is None else f"{kafka_rate:,.0f} ev/s", why))
+
+    w = max(len(r[0]) for r in rows)
+    print(f"services ({'quick' if quick else 'full'}, seed {args.seed}, {len(roots)} traces per configuration, "
+          f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")
+    for a, b, c in rows:
+        print(f"  {a:<{w}}  {b:>16}  {c}")
+    head = {
+        "kafka_flink_events_per_s": "na" if kafka_rate is None else f"{kafka_rate:.0f}",
+        "neo4j_edges_per_s": f"{neo4j_rate:.0f}",
+        "trace_p99_ms_neo4j": head_trace.pop("trace_p99_ms_neo4j"),
+        "trace_p99_ms_embedded": head_trace.pop("trace_p99_ms_embedded"),
+        "trace_p50_ms_neo4j": head_trace.pop("trace_p50_ms_neo4j"),
+        "trace_p50_ms_embedded": head_trace.pop("trace_p50_ms_embedded"),
+        **head_trace,
+        "edges": str(len(events)),
+        "traces": str(len(roots)),
+        "traces_match": "yes" if mism_total == 0 else "no",
+    }
+    if partial:
+        head["neo4j_partial"] = "1"
+    print("services " + " ".join(f"{k}={v}" for k, v in head.items()))
+    return 0 if mism_total == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

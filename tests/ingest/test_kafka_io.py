@@ -1,0 +1,247 @@
+"""ingest.kafka_io against the real broker from deploy/ (nothing mocked).
+
+Needs ``deploy/services up kafka`` and ``AUDITFLOW_SERVICES=1``; skipped otherwise. Every topic
+is named ``kio.<test run uuid>.<name>`` and deleted at the end of the module, so runs do not see
+each other's records nor anyone else's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+
+from auditflow.errors import FieldError
+from auditflow.records import RejectedRecord, TransactionEvent
+from auditflow.settings import Settings
+from ingest.synthetic import generate, write_dataset
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        os.environ.get("AUDITFLOW_SERVICES") != "1",
+        reason="needs a running Kafka: `deploy/services up kafka` then AUDITFLOW_SERVICES=1 (make test does both)",
+    ),
+]
+
+PARTITIONS = 3
+# Appended after the generated rows: (raw line, field named by the reject, fragment of the reason).
+MALFORMED = [
+    ("2022/09/01 01:00,010,8000EBD30,012,80011F990,12.3.4,Euro,12.3.4,Euro,ACH,0", "Amount Received", "decimal"),
+    ("2022/09/01 01:01,010,8000EBD30,012,80011F990,10.00,Dogecoin,10.00,Euro,ACH,0", "Receiving Currency", "currency"),
+    ("2022/13/01 01:03,010,8000EBD30,012,80011F990,10.00,Euro,10.00,Euro,ACH,0", "Timestamp", "YYYY/MM/DD"),
+    ("not,a,transaction", "row", "columns"),
+    ("", "row", "blank line"),
+    ("2022/09/01 01:05,010,8000EBD30,012,80011F990,10.00,Euro,10.00,Euro,Teleport,0", "Payment Format", "payment format"),
+]
+
+
+@pytest.fixture(scope="module")
+def kio():
+    from ingest import kafka_io
+
+    return kafka_io
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    return Settings().kafka_bootstrap
+
+
+@pytest.fixture(scope="module")
+def topic_name(bootstrap, kio):
+    """Unique topic names for this run; every topic named through it is deleted at the end."""
+    run = uuid.uuid4().hex[:10]
+    made: list[str] = []
+
+    def name(what: str) -> str:
+        t = f"kio.{run}.{what}"
+        made.append(t)
+        return t
+
+    yield name
+    kio.delete_topics(bootstrap, made)
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return generate(accounts=100, days=1, seed=31)
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory, dataset):
+    """The generated rows, then MALFORMED; returns (path, {line: (raw, field, reason)})."""
+    path, _ = write_dataset(dataset, tmp_path_factory.mktemp("kio"), name="kio")
+    first = len(dataset.events) + 2  # header is line 1
+    bad = {}
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        for i, (raw, field, reason) in enumerate(MALFORMED):
+            fh.write(raw + "\n")
+            bad[first + i] = (raw, field, reason)
+    return path, bad
+
+
+@pytest.fixture(scope="module")
+def produced(csv_file, topic_name, bootstrap, kio):
+    """produce_file once for the module: (settings, summary, progress calls)."""
+    settings = Settings(
+        kafka_bootstrap=bootstrap,
+        topic_transactions=topic_name("tx"),
+        topic_dlq=topic_name("tx.dlq"),
+        topic_partitions=PARTITIONS,
+    )
+    calls: list[tuple[int, int, int]] = []
+    summary = kio.produce_file(
+        csv_file[0], settings, progress=lambda *a: calls.append(a), progress_every=100
+    )
+    return settings, summary, calls
+
+
+def test_summary_counts_every_row_once(produced, dataset, csv_file):
+    _, summary, calls = produced
+    n_good, n_bad = len(dataset.events), len(csv_file[1])
+    assert n_good > 300 and n_bad == len(MALFORMED)
+    assert (summary.read, summary.produced, summary.dead_lettered) == (n_good + n_bad, n_good, n_bad)
+    assert summary.read == summary.produced + summary.dead_lettered
+    assert summary.source == str(csv_file[0])
+    assert summary.elapsed_s > 0 and summary.events_per_s > 0
+    assert sum(summary.partitions.values()) == n_good
+    assert len(summary.partitions) > 1
+    assert calls[-1] == (summary.read, n_good, n_bad)
+    assert [c[0] for c in calls[:-1]] == list(range(100, summary.read + 1, 100))
+    d = summary.to_dict()
+    assert d["read"] == summary.read and d["schema"] == "auditflow.produce_summary/1"
+
+
+def test_every_good_row_arrives_once_identical_and_keyed_by_sender(produced, dataset, bootstrap, kio):
+    from kafka.partitioner.default import murmur2
+
+    settings, summary, _ = produced
+    recs = kio.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=len(dataset.events))
+    assert len(recs) == len(dataset.events)
+    assert recs == sorted(recs, key=lambda r: (r.partition, r.offset))
+    got = {}
+    partition_of_key: dict[bytes, set[int]] = defaultdict(set)
+    for r in recs:
+        assert r.topic == settings.topic_transactions
+        ev = TransactionEvent.from_json(r.value)
+        assert ev.event_id not in got, f"{ev.event_id} arrived twice"
+        got[ev.event_id] = ev
+        assert r.key == ev.sender.node_id.encode()
+        partition_of_key[r.key].add(r.partition)
+        # the Java client's partitioner (murmur2), so Flink and any other producer agree
+        assert r.partition == (murmur2(r.key) & 0x7FFFFFFF) % PARTITIONS
+        assert json.loads(r.value)["schema"] == "auditflow.transaction/1"
+    expected = {ev.event_id: ev for ev in dataset.events}
+    assert got == expected  # whole records: exact Money units and currencies, timestamps, labels
+    for ev in dataset.events:
+        wire = got[ev.event_id].to_dict()
+        assert wire["amount_paid"] == ev.to_dict()["amount_paid"]  # exact decimal strings
+    assert all(len(ps) == 1 for ps in partition_of_key.values())
+    used = {r.partition for r in recs}
+    assert len(used) > 1
+    assert {p: sum(1 for r in recs if r.partition == p) for p in used} == summary.partitions
+    # per sender, events keep file order (one partition per key, offsets follow sends)
+    by_key: dict[bytes, list[int]] = defaultdict(list)
+    for r in recs:
+        by_key[r.key].append(TransactionEvent.from_json(r.value).source_offset)
+    assert all(v == sorted(v) for v in by_key.values())
+
+
+def test_malformed_rows_are_dead_lettered_with_line_and_reason(produced, csv_file, bootstrap, kio):
+    settings, _, _ = produced
+    path, bad = csv_file
+    recs = kio.consume_all(bootstrap, settings.topic_dlq, timeout_s=60, expect=len(bad))
+    assert len(recs) == len(bad)
+    rejects = sorted((RejectedRecord.from_dict(json.loads(r.value)) for r in recs), key=lambda r: r.offset)
+    assert [r.offset for r in rejects] == sorted(bad)
+    for rej in rejects:
+        raw, field, reason = bad[rej.offset]
+        assert (rej.stage, rej.source, rej.raw, rej.field) == ("ingest", str(path), raw, field)
+        assert reason in rej.reason, (rej.reason, reason)
+    assert all(json.loads(r.value)["schema"] == "auditflow.rejected/1" for r in recs)
+
+
+def test_ensure_topics_is_idempotent_and_refuses_another_partition_count(topic_name, bootstrap, kio):
+    a, b = topic_name("ens.a"), topic_name("ens.b")
+    assert kio.ensure_topics(bootstrap, {a: 2, b: 1}) == {a: "created", b: "created"}
+    assert kio.ensure_topics(bootstrap, {a: 2, b: 1}) == {a: "exists", b: "exists"}
+    with pytest.raises(kio.TopicPartitionMismatch) as e:
+        kio.ensure_topics(bootstrap, {a: 3, b: 1})
+    msg = str(e.value)
+    assert a in msg and "has 2 partitions, expected 3" in msg and b not in msg
+    with pytest.raises(ValueError, match="positive"):
+        kio.ensure_topics(bootstrap, {a: 0})
+
+
+def test_produce_refuses_an_existing_topic_with_other_partitions(topic_name, bootstrap, kio, csv_file):
+    tx, dlq = topic_name("wrong.tx"), topic_name("wrong.dlq")
+    kio.ensure_topics(bootstrap, {tx: 1})
+    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq, topic_partitions=PARTITIONS)
+    with pytest.raises(kio.TopicPartitionMismatch, match="has 1 partitions, expected 3"):
+        kio.produce_file(csv_file[0], settings)
+    assert kio.consume_all(bootstrap, tx, timeout_s=20, quiet_s=0.5) == []
+
+
+def test_wrong_header_fails_before_any_topic_is_made(tmp_path, topic_name, bootstrap, kio):
+    from kafka import KafkaAdminClient
+
+    path = tmp_path / "not_amlworld.csv"
+    path.write_text("a,b,c\n1,2,3\n", encoding="utf-8")
+    tx, dlq = topic_name("hdr.tx"), topic_name("hdr.dlq")
+    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq)
+    with pytest.raises(FieldError, match="header"):
+        kio.produce_file(path, settings)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert not {tx, dlq} & set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+def test_produce_raw_and_consume_all_round_trip(topic_name, bootstrap, kio):
+    t = topic_name("raw")
+    kio.ensure_topics(bootstrap, {t: 2})
+    values = [b"{not json", b'{"schema":"auditflow.transaction/99"}', b"\xff\xfe", b"[]"]
+    keys = [b"k1", b"k2", None, b"k1"]
+    meta = kio.produce_raw(bootstrap, t, values, keys=keys)
+    recs = kio.consume_all(bootstrap, t, timeout_s=30, expect=len(values))
+    by_pos = {(r.partition, r.offset): r for r in recs}
+    assert sorted(by_pos) == sorted(meta)
+    for (p, o), k, v in zip(meta, keys, values, strict=True):
+        assert (by_pos[p, o].key, by_pos[p, o].value) == (k, v)
+    for v in values:  # what a downstream consumer sees: each one names its problem
+        with pytest.raises(FieldError):
+            TransactionEvent.from_json(v)
+    # from the end: old records are not returned, and an idle topic returns after the quiet period
+    t0 = time.monotonic()
+    assert kio.consume_all(bootstrap, t, timeout_s=30, from_beginning=False, quiet_s=0.5) == []
+    assert time.monotonic() - t0 < 15
+    with pytest.raises(ValueError, match="keys"):
+        kio.produce_raw(bootstrap, t, values, keys=keys[:1])
+
+
+def test_consume_all_missing_topic(topic_name, bootstrap, kio):
+    with pytest.raises(LookupError, match="not found"):
+        kio.consume_all(bootstrap, topic_name("never.created"), timeout_s=2)
+
+
+def test_produce_command_prints_progress_and_counts(csv_file, dataset, topic_name, bootstrap, kio, capsys):
+    settings = Settings(
+        kafka_bootstrap=bootstrap,
+        topic_transactions=topic_name("cmd.default"),
+        topic_dlq=topic_name("cmd.dlq"),
+        topic_partitions=2,
+    )
+    tx = topic_name("cmd.tx")
+    summary = kio.produce_command(csv_file[0], tx, settings)
+    out = capsys.readouterr().out
+    assert summary.topic == tx and summary.produced == len(dataset.events)
+    last = out.strip().splitlines()[-1]  # one line, not wrapped: fit for logs
+    assert f"produced {len(dataset.events)} events to {tx} " in last
+    assert f"{len(MALFORMED)} dead-lettered to {settings.topic_dlq}; {summary.read} rows read" in last
+    assert kio.count_data_lines(csv_file[0]) == summary.read
