@@ -93,20 +93,71 @@ def run(
 
 
 @app.command()
+def produce(
+    from_: Annotated[Path, typer.Option("--from", exists=True, dir_okay=False, help="transactions CSV")],
+    topic: Annotated[Optional[str], typer.Option(help="default: AUDITFLOW_TOPIC_TRANSACTIONS")] = None,
+) -> None:
+    """Stream a CSV into Kafka (keyed by sender, acks=all, idempotent); bad rows go to the DLQ."""
+    from ingest.kafka_io import produce_command
+
+    produce_command(from_, topic, Settings())
+
+
+job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")
+app.add_typer(job_app, name="job")
+
+
+@job_app.command("run")
+def job_run(
+    model_dir: Annotated[Path, typer.Option(exists=True, file_okay=False)] = Path("out/model"),
+    bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
+) -> None:
+    """Run the Kafka job on a local MiniCluster (Ctrl-C stops an unbounded run)."""
+    from pipelines.kafka_job import run_kafka_job
+
+    s = Settings()
+    res = run_kafka_job(s, str(model_dir), bounded=bounded, graph_options=s.graph_options)
+    console.print(f"job finished in {res.seconds:.1f}s")
+
+
+@job_app.command("submit")
+def job_submit(
+    model_dir: Annotated[Path, typer.Option(exists=True, file_okay=False)] = Path("out/model"),
+    bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
+) -> None:
+    """Submit the Kafka job to the Flink session cluster (`flink run -py`), as on any Flink cluster."""
+    from pipelines.kafka_job import submit_kafka_job
+
+    proc = submit_kafka_job(Settings(), str(model_dir), bounded=bounded)
+    console.print(proc.stdout[-2000:])
+
+
+@app.command()
 def demo(
     out: Annotated[Path, typer.Option(help="output folder (recreated)")] = Path("out"),
     accounts: int = 2000,
     days: int = 3,
     seed: int = 7,
     max_reports: Annotated[Optional[int], typer.Option(help="cap on PDFs written")] = None,
+    kafka: Annotated[bool, typer.Option(help="stream through the Kafka broker (deploy/services up)")] = False,
+    neo4j: Annotated[bool, typer.Option(help="write and query the graph on the Neo4j server")] = False,
+    cluster: Annotated[bool, typer.Option(help="with --kafka: submit the job to the Flink session cluster")] = False,
 ) -> None:
-    """The whole flow on embedded defaults: generate -> train -> stream job -> graph -> reports."""
+    """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default)."""
     from ingest.synthetic import generate as gen, write_dataset
 
     t0 = time.perf_counter()
     if out.exists():
         shutil.rmtree(out)
     settings = _settings(out=out, seed=seed)
+    if neo4j:
+        settings = settings.model_copy(update={"graph_url": settings.graph_url or settings.neo4j_uri,
+                                               "graph_namespace": settings.graph_namespace or "demo"})
+        with settings.open_graph() as store:
+            store.drop()  # the demo starts from an empty graph in its namespace
+    if kafka:  # demo topics of its own, recreated on each run
+        settings = settings.model_copy(update={f"topic_{t}": f"auditflow-demo.{t}"
+                                               for t in ("transactions", "alerts", "dlq")})
     data_dir = out / "data"
     data_dir.mkdir(parents=True)
     with console.status("generating history (training) and live (streamed) data"):
@@ -122,17 +173,24 @@ def demo(
     console.print(f"model trained: test precision={test.get('precision', 0):.3f} "
                   f"recall={test.get('recall', 0):.3f} f1={test.get('f1', 0):.3f}")
     _stream_and_report(live_csv, out / flow.MODEL_DIRNAME, settings, max_reports=max_reports,
-                       laundering_ids={e.event_id for e in live.events if e.is_laundering}, started=t0)
+                       laundering_ids={e.event_id for e in live.events if e.is_laundering}, started=t0,
+                       kafka=kafka, cluster=cluster)
 
 
 def _stream_and_report(data: Path, model_dir: Path, settings: Settings, *, max_reports: int | None,
-                       laundering_ids: set[str] | None = None, started: float | None = None) -> None:
+                       laundering_ids: set[str] | None = None, started: float | None = None,
+                       kafka: bool = False, cluster: bool = False) -> None:
     from reports import render_run_summary
 
     t0 = started or time.perf_counter()
     settings.out_dir.mkdir(parents=True, exist_ok=True)
-    with console.status("stream job (PyFlink MiniCluster): parse, features, fast score, graph writes"):
-        res = flow.run_stream(data, model_dir, settings)
+    if kafka:
+        where = "Flink session cluster" if cluster else "PyFlink MiniCluster"
+        with console.status(f"Kafka: produce, stream job on the {where}, read alerts and dead letters back"):
+            res = flow.run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)
+    else:
+        with console.status("stream job (PyFlink MiniCluster): parse, features, fast score, graph writes"):
+            res = flow.run_stream(data, model_dir, settings)
     flow.write_jsonl(settings.out_dir / "rejects.jsonl", (r.to_json() for r in res.rejects))
     flow.write_jsonl(settings.out_dir / "fast_alerts.jsonl",
                      ({"event": ev.to_dict(), "features": feats} for ev, feats in res.candidates))
@@ -190,14 +248,14 @@ def trace(
     out: Path = Path("out"),
 ) -> None:
     """Analyst query: a multi-hop evidence trace from an account, as JSON."""
-    from evidence_graph import open_store, trace_evidence
+    from evidence_graph import trace_evidence
 
     settings = _settings(out=out)
     window = None
     if start or end:
         parse = lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M") if s else None  # noqa: E731
         window = (parse(start), parse(end))
-    with open_store(settings.effective_graph_url) as store:
+    with settings.open_graph() as store:
         t = trace_evidence(store, account, max_hops=hops, direction=direction, fanout_cap=fanout_cap, window=window)
     console.print_json(t.to_json())
 
