@@ -517,7 +517,7 @@ class Kafka(Service):
             "share.coordinator.state.topic.min.isr=1",
             "min.insync.replicas=1",
             "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=true",
+            "auto.create.topics.enable=false",
             "log.retention.hours=168",
             "num.network.threads=2",
             "num.io.threads=4",

@@ -225,9 +225,23 @@ def test_produce_raw_and_consume_all_round_trip(topic_name, bootstrap, kio):
         kio.produce_raw(bootstrap, t, values, keys=keys[:1])
 
 
-def test_consume_all_missing_topic(topic_name, bootstrap, kio):
+def test_missing_topics_are_refused_not_auto_created(topic_name, bootstrap, kio, csv_file):
+    """The broker auto-creates topics (1 partition) on a client's metadata request: never here."""
+    from kafka import KafkaAdminClient
+
+    tx, dlq = topic_name("missing.tx"), topic_name("missing.dlq")
     with pytest.raises(LookupError, match="not found"):
-        kio.consume_all(bootstrap, topic_name("never.created"), timeout_s=2)
+        kio.consume_all(bootstrap, tx, timeout_s=2)
+    with pytest.raises(LookupError, match="do not exist"):
+        kio.produce_raw(bootstrap, tx, [b"x"])
+    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq)
+    with pytest.raises(LookupError, match=f"{tx!r}, {dlq!r} do not exist"):
+        kio.produce_file(csv_file[0], settings, create_topics=False)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert not {tx, dlq} & set(admin.list_topics())
+    finally:
+        admin.close()
 
 
 def test_produce_command_prints_progress_and_counts(csv_file, dataset, topic_name, bootstrap, kio, capsys):
