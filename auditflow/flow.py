@@ -83,11 +83,10 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
 
 
 def load_fast_path(model_dir: str) -> tuple[Callable, float, str]:
-    """Scorer factory for the stream job: (batch scorer, candidate threshold, model digest)."""
-    from model_service import Cascade
+    """Scorer factory for the stream job (pure Python, no xgboost in the TaskManager)."""
+    from model_service.fast_path import fast_path_scorer
 
-    cascade = Cascade.load(model_dir, nthread=1)
-    return cascade.fast_score_batch, cascade.candidate_threshold, cascade.digest
+    return fast_path_scorer(model_dir)
 
 
 # ---------------------------------------------------------------------------- stream job
@@ -106,6 +105,7 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     """Run the PyFlink job over the file (bounded source) on a local MiniCluster."""
     from functools import partial
 
+    from model_service.fast_path import fast_path_scorer
     from pipelines.job import JobSpec, run_file_job
 
     with settings.open_graph() as store:
@@ -113,7 +113,7 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     spec = JobSpec(
         graph_url=settings.effective_graph_url,
         graph_options=settings.graph_options,
-        scorer_factory=partial(load_fast_path, str(Path(model_dir).resolve())),
+        scorer_factory=partial(fast_path_scorer, str(Path(model_dir).resolve())),
         window_minutes=settings.window_minutes,
         parallelism=settings.parallelism,
     )

@@ -11,30 +11,42 @@ features arrive as a callable ``graph_features_fn(event) -> {name: value}``, so 
 does not import :mod:`evidence_graph`.
 """
 
-from model_service.deep_path import explain_alerts
-from model_service.scorer import (
-    SHAP_TOLERANCE,
-    BoosterParams,
-    ExplanationError,
-    GradientBoostedScorer,
-    NotFittedError,
-    ShapExplanation,
-    feature_matrix,
-)
-from model_service.training import (
-    DEEP_PARAMS,
-    FAST_PARAMS,
-    BinaryMetrics,
-    Cascade,
-    GraphFeaturesFn,
-    SplitSummary,
-    StageOneSummary,
-    TrainingReport,
-    best_f1_threshold,
-    recall_threshold,
-    temporal_split,
-    train_cascade,
-)
+# Lazy exports: the stream job imports model_service.fast_path inside the TaskManager, which
+# must not load xgboost (see model_service.fast_path); everything else loads on first use.
+_EXPORTS = {
+    "BinaryMetrics": "model_service.training",
+    "BoosterParams": "model_service.scorer",
+    "Cascade": "model_service.training",
+    "DEEP_PARAMS": "model_service.training",
+    "ExplanationError": "model_service.scorer",
+    "FAST_PARAMS": "model_service.training",
+    "GradientBoostedScorer": "model_service.scorer",
+    "GraphFeaturesFn": "model_service.training",
+    "NotFittedError": "model_service.scorer",
+    "SHAP_TOLERANCE": "model_service.scorer",
+    "ShapExplanation": "model_service.scorer",
+    "SplitSummary": "model_service.training",
+    "StageOneSummary": "model_service.training",
+    "TrainingReport": "model_service.training",
+    "best_f1_threshold": "model_service.training",
+    "explain_alerts": "model_service.deep_path",
+    "feature_matrix": "model_service.scorer",
+    "recall_threshold": "model_service.training",
+    "temporal_split": "model_service.training",
+    "train_cascade": "model_service.training",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'model_service' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEEP_PARAMS",

@@ -100,13 +100,13 @@ def string_sink(settings: Settings, topic: str) -> KafkaSink:
 
 def build_kafka_job(settings: Settings, model_dir: str, *, bounded: bool, group_id: str = "auditflow-stream",
                     graph_options: dict | None = None) -> StreamExecutionEnvironment:
-    from auditflow.flow import load_fast_path
+    from model_service.fast_path import fast_path_scorer
 
     env = flink_environment(settings.parallelism, extra_jars=[connector_jar(settings)])
     env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
     spec = JobSpec(
         graph_url=settings.effective_graph_url,
-        scorer_factory=partial(load_fast_path, str(Path(model_dir).resolve())),
+        scorer_factory=partial(fast_path_scorer, str(Path(model_dir).resolve())),
         window_minutes=settings.window_minutes,
         parallelism=settings.parallelism,
         graph_options=graph_options or {},
