@@ -86,7 +86,7 @@ def load_fast_path(model_dir: str) -> tuple[Callable, float, str]:
     """Scorer factory for the stream job (pure Python, no xgboost in the TaskManager)."""
     from model_service.fast_path import fast_path_scorer
 
-    return fast_path_scorer(model_dir)
+    return fast_path_scorer(model_dir)[:3]
 
 
 # ---------------------------------------------------------------------------- stream job

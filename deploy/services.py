@@ -727,7 +727,25 @@ class Flink(Service):
             "execution.checkpointing.savepoint-dir": f"file://{self.base / 'savepoints'}",
             "env.log.dir": str(self.logdir),
             "env.pid.dir": str(self.piddir),
+            # PyFlink's embedded interpreter (pemja) loads libpython once per JVM: its classes must
+            # come from the cluster's lib/ (see lib_dir), never again from a job's user jar, or the
+            # second Python job on a TaskManager fails with NoSuchFieldException: loadedLibraryNames.
+            "classloader.parent-first-patterns.additional": "pemja.;org.apache.flink.python.;org.apache.beam.",
         }
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.base / "lib"
+
+    def write_lib_dir(self) -> None:
+        """pyflink's lib/ plus opt/flink-python, as links: the cluster's FLINK_LIB_DIR."""
+        tmp = self.lib_dir.with_name("lib.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for jar in sorted((self.home / "lib").glob("*.jar")) + sorted((self.home / "opt").glob("flink-python-*.jar")):
+            (tmp / jar.name).symlink_to(jar)
+        shutil.rmtree(self.lib_dir, ignore_errors=True)
+        tmp.rename(self.lib_dir)
 
     def write_conf(self) -> None:
         """Copy pyflink's conf/ and overlay the local-cluster settings (flattened YAML keys)."""
@@ -768,6 +786,7 @@ class Flink(Service):
             "JAVA_HOME": str(java_home()),
             "FLINK_HOME": str(self.home),
             "FLINK_CONF_DIR": str(self.conf),
+            "FLINK_LIB_DIR": str(self.lib_dir),
             "FLINK_LOG_DIR": str(self.logdir),
             "FLINK_PID_DIR": str(self.piddir),
             "FLINK_IDENT_STRING": self.IDENT,
@@ -783,6 +802,7 @@ class Flink(Service):
             d.mkdir(parents=True, exist_ok=True)
         if not any(d.running() for d in self.daemons):
             self.write_conf()  # never rewrite the conf under a running daemon
+            self.write_lib_dir()
 
     def launch_all(self, daemons: list[Daemon]) -> None:
         """Run bin/jobmanager.sh start and bin/taskmanager.sh start concurrently.

@@ -116,6 +116,7 @@ def load_fast_path_model(model_dir: str | Path) -> tuple[TreeEnsemble, float, st
 
 
 def fast_path_scorer(model_dir: str) -> tuple:
-    """Scorer factory for the stream job: ``(batch scorer, candidate threshold, cascade digest)``."""
+    """Scorer factory for the stream job:
+    ``(batch scorer, candidate threshold, cascade digest, feature names it expects)``."""
     model, threshold, digest = load_fast_path_model(model_dir)
-    return model.predict_proba, threshold, digest
+    return model.predict_proba, threshold, digest, model.feature_names

@@ -39,6 +39,7 @@ from auditflow.records import RejectedRecord, TransactionEvent
 from ingest.amlworld import parse_line
 from pipelines.features import (
     ACCOUNT_FEATURES,
+    FEATURE_NAMES,
     DEFAULT_WINDOW_MINUTES,
     AccountWindow,
     assemble,
@@ -61,6 +62,10 @@ def flink_environment(parallelism: int = 1, extra_jars: list[str] | None = None)
     conf = Configuration()
     conf.set_string("python.execution-mode", "thread")
     conf.set_string("python.fn-execution.bundle.size", "1000")
+    # A failing job fails after a few tries instead of restarting forever.
+    conf.set_string("restart-strategy.type", "fixed-delay")
+    conf.set_string("restart-strategy.fixed-delay.attempts", "3")
+    conf.set_string("restart-strategy.fixed-delay.delay", "2 s")
     conf.set_string("taskmanager.memory.process.size", "1600m")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
@@ -175,7 +180,13 @@ class JoinAndScore(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext):
         self.parts = runtime_context.get_state(ValueStateDescriptor("parts", Types.PICKLED_BYTE_ARRAY()))
-        self.score, self.threshold, self.digest = self.scorer_factory()
+        scorer = self.scorer_factory()
+        self.score, self.threshold, self.digest = scorer[:3]
+        if len(scorer) > 3 and tuple(scorer[3]) != tuple(FEATURE_NAMES):
+            raise ValueError(
+                f"model {self.digest[:12]} was trained on features {list(scorer[3])}, but this job computes "
+                f"{list(FEATURE_NAMES)}: retrain it (auditflow train)"
+            )
 
     def process_element(self, value, ctx):
         _, kind, payload = value
