@@ -6,6 +6,16 @@ stream job, a dict in the plain-Python loop); applying a leg returns the account
 that event, the event included. The event's feature vector joins both legs with event-level
 features. Sums are exact integer US-dollar cents; only the model inputs are floats.
 
+Per account (:data:`ACCOUNT_FEATURES`), besides the window's counts, sums and fan-in/fan-out:
+whether this leg's counterparty is new (not dealt with in 7 days) and how many of the window's
+legs were with new counterparties; distinct payees and payers over 7 days; the flow balance of
+the window (pass-through ratio ``min(in, out) / max(in, out)``, net outflow), the time since
+and the amount ratio to the last transfer the other way (money in, then straight out); this
+amount against the median of the account's last ``RECENT_LEGS`` amounts and how many of those
+were exactly this amount; and the account's age and transfer count since first seen. Every
+update is O(1) amortised per leg over bounded state, with no floating-point accumulation (the
+features are computed from exact integers at the end), so values are the same on every run.
+
 >>> from auditflow.records import AccountRef, TransactionEvent
 >>> from auditflow.money import Money
 >>> from datetime import datetime
@@ -15,15 +25,19 @@ features. Sums are exact integer US-dollar cents; only the model inputs are floa
 >>> vec = compute_features([ev])[0][1]
 >>> vec["snd_out_n"], vec["rcv_in_cp"], vec["amount_usd"] > 4.6
 (1.0, 1.0, True)
+>>> vec["snd_cp_new"], vec["snd_pass_ratio"], vec["rcv_net_out"], vec["snd_amt_vs_med"]
+(1.0, 0.0, -1.0, -1.0)
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal
+from operator import attrgetter
 
 from auditflow.money import Money
 from auditflow.records import PAYMENT_FORMATS, TransactionEvent
@@ -31,6 +45,9 @@ from auditflow.records import PAYMENT_FORMATS, TransactionEvent
 DEFAULT_WINDOW_MINUTES = 24 * 60
 SHORT_WINDOW_MINUTES = 60
 MAX_LEGS = 20_000  # per-account cap on retained legs: bounds memory on hub accounts
+LONG_WINDOW_MINUTES = 7 * 24 * 60  # counterparty memory and account age
+MAX_LONG_COUNTERPARTIES = 512  # per account and direction: bounds the 7-day memory on hubs
+RECENT_LEGS = 32  # amounts kept for the account's median and repeated-amount count
 
 #: Reference rates to US dollars (AMLworld-era averages), exact decimals.
 USD_RATES: dict[str, Decimal] = {
@@ -58,7 +75,38 @@ def usd_cents(m: Money) -> int:
     return int((usd * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
-ACCOUNT_FEATURES = ("out_n", "out_usd", "out_cp", "in_n", "in_usd", "in_cp", "n_1h", "gap_min")
+#: Per-account features, one value each as of the leg (the leg included unless said otherwise).
+ACCOUNT_FEATURES = (
+    # 24h window (``window_minutes``) aggregates
+    "out_n",
+    "out_usd",
+    "out_cp",
+    "in_n",
+    "in_usd",
+    "in_cp",
+    "n_1h",
+    "gap_min",
+    # this leg's counterparty
+    "cp_legs",
+    "cp_new",
+    "new_cp_frac",
+    "new_out_n",
+    "new_in_n",
+    # 7-day counterparty memory
+    "out_cp_7d",
+    "in_cp_7d",
+    # flow balance: money in vs money out
+    "pass_ratio",
+    "net_out",
+    "since_opp_min",
+    "opp_ratio",
+    # this amount against the account's own history
+    "amt_vs_med",
+    "same_amt",
+    # account lifetime in the stream
+    "age_min",
+    "n_life",
+)
 EVENT_FEATURES = ("amount_usd", "cross_currency", "self_transfer", "format", "hour", "round_amount")
 FEATURE_NAMES: tuple[str, ...] = (
     *EVENT_FEATURES,
@@ -74,7 +122,8 @@ FEATURE_DESCRIPTIONS: dict[str, str] = {
     "hour": "hour of day",
     "round_amount": "amount paid is a multiple of 100",
 }
-for _side, _who in (("snd", "sender"), ("rcv", "receiver")):
+for _side, _who, _this, _cp in (("snd", "sender", "this payment out", "payee"),
+                                ("rcv", "receiver", "this payment in", "payer")):
     FEATURE_DESCRIPTIONS.update(
         {
             f"{_side}_out_n": f"{_who}: outgoing transfers in 24h",
@@ -85,16 +134,42 @@ for _side, _who in (("snd", "sender"), ("rcv", "receiver")):
             f"{_side}_in_cp": f"{_who}: distinct payers in 24h (fan-in)",
             f"{_side}_n_1h": f"{_who}: transfers in the last hour (velocity)",
             f"{_side}_gap_min": f"{_who}: minutes since previous transfer",
+            f"{_side}_cp_legs": f"{_who}: transfers with this {_cp} in 24h, {_this} included",
+            f"{_side}_cp_new": f"{_who}: first dealing with this {_cp} in 7 days (either direction)",
+            f"{_side}_new_cp_frac": f"{_who}: share of its transfers in 24h that were with new counterparties",
+            f"{_side}_new_out_n": f"{_who}: transfers to new payees in 24h",
+            f"{_side}_new_in_n": f"{_who}: transfers from new payers in 24h",
+            f"{_side}_out_cp_7d": f"{_who}: distinct payees in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
+            f"{_side}_in_cp_7d": f"{_who}: distinct payers in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
+            f"{_side}_pass_ratio": f"{_who}: min(in, out) / max(in, out) of USD moved in 24h (pass-through)",
+            f"{_side}_net_out": f"{_who}: (out - in) / (out + in) of USD moved in 24h",
+            f"{_side}_since_opp_min": f"{_who}: minutes since its last transfer the other way",
+            f"{_side}_opp_ratio": f"{_who}: this amount / its last transfer the other way in 24h (-1: none)",
+            f"{_side}_amt_vs_med": (
+                f"{_who}: this amount / median of its previous {RECENT_LEGS} transfers (-1: none)"
+            ),
+            f"{_side}_same_amt": f"{_who}: of its previous {RECENT_LEGS} transfers, how many had this exact amount",
+            f"{_side}_age_min": f"{_who}: minutes since first seen (capped at 7 days)",
+            f"{_side}_n_life": f"{_who}: transfers since first seen",
         }
     )
 
 
 @dataclass(slots=True)
 class AccountWindow:
-    """One account's legs over the sliding window, with incremental aggregates."""
+    """One account's state: its legs over the sliding window with incremental aggregates, plus
+    bounded longer memory (7-day counterparties, the last ``RECENT_LEGS`` amounts, lifetime).
+
+    Each leg costs O(1) amortised, plus O(log K) and a K-element shift on the sorted list of
+    recent amounts (K = ``RECENT_LEGS``). State is bounded: at most ``MAX_LEGS`` legs in the
+    window (and in the hour), ``MAX_LONG_COUNTERPARTIES`` counterparties per direction in the
+    7-day memory (least recently seen dropped first) and K amounts. Sums are exact integer
+    cents. Legs are expected in time order per account (the stream job sorts them); a late leg
+    counts as of its own minute.
+    """
 
     window_minutes: int = DEFAULT_WINDOW_MINUTES
-    legs: deque = field(default_factory=deque)  # (minute, is_out, counterparty, cents)
+    legs: deque = field(default_factory=deque)  # (minute, is_out, counterparty, cents, was_new)
     out_n: int = 0
     in_n: int = 0
     out_cents: int = 0
@@ -102,53 +177,179 @@ class AccountWindow:
     out_cp: dict = field(default_factory=dict)  # counterparty -> live leg count
     in_cp: dict = field(default_factory=dict)
     last_minute: int | None = None
+    appended: int = 0  # legs ever appended to ``legs``
+    evicted: int = 0  # legs ever evicted from ``legs``
+    hour_first: int = 0  # sequence number (appended order) of the first leg in the last hour
+    new_out_n: int = 0  # window legs out whose counterparty was new (``cp_new``) when they came
+    new_in_n: int = 0
+    out_cp_long: dict = field(default_factory=dict)  # payee -> last minute, least recent first
+    in_cp_long: dict = field(default_factory=dict)  # payer -> last minute, least recent first
+    long_floor: int = 0  # no 7-day memory entry is older than this: skip expiry until it is due
+    last_out: tuple[int, int] | None = None  # (minute, cents) of the latest outgoing leg
+    last_in: tuple[int, int] | None = None
+    recent: list = field(default_factory=list)  # cents of the last RECENT_LEGS legs (a ring)
+    recent_sorted: list = field(default_factory=list)  # the same, sorted
+    first_minute: int = 0
+    n_life: int = 0
+
+    def __reduce__(self):
+        # Positional fields: pickles (the stream job's keyed state, per leg) about twice as fast as
+        # the dataclass default, which builds a list of fields() and sets each one on load.
+        return AccountWindow, _window_fields(self)
 
     def _evict(self, now: int) -> None:
         horizon = now - self.window_minutes
         legs = self.legs
         while legs and (legs[0][0] <= horizon or len(legs) > MAX_LEGS):
-            _, is_out, cp, cents = legs.popleft()
+            _, is_out, cp, cents, was_new = legs.popleft()
+            self.evicted += 1
             counts = self.out_cp if is_out else self.in_cp
-            counts[cp] -= 1
-            if not counts[cp]:
+            left = counts[cp] - 1
+            if left:
+                counts[cp] = left
+            else:
                 del counts[cp]
             if is_out:
                 self.out_n -= 1
                 self.out_cents -= cents
+                self.new_out_n -= was_new
             else:
                 self.in_n -= 1
                 self.in_cents -= cents
+                self.new_in_n -= was_new
+
+    def _expire_long(self, horizon: int) -> None:
+        """Forget counterparties last seen at or before ``horizon``; reset ``long_floor``."""
+        floor = None
+        for memory in (self.out_cp_long, self.in_cp_long):
+            stale = []
+            for cp, last in memory.items():  # least recently seen first
+                if last > horizon:
+                    floor = last if floor is None or last < floor else floor
+                    break
+                stale.append(cp)
+            for cp in stale:
+                del memory[cp]
+        self.long_floor = horizon + 1 if floor is None else floor
 
     def apply(self, minute: int, is_out: bool, counterparty: str, cents: int) -> dict[str, float]:
         """Add one leg and return the account's features as of it (the leg included)."""
-        gap = self.window_minutes if self.last_minute is None else max(0, minute - self.last_minute)
-        self.last_minute = minute if self.last_minute is None else max(self.last_minute, minute)
-        self.legs.append((minute, is_out, counterparty, cents))
-        counts = self.out_cp if is_out else self.in_cp
-        counts[counterparty] = counts.get(counterparty, 0) + 1
+        window = self.window_minutes
+        last_minute = self.last_minute
+        if last_minute is None:
+            gap = window
+            self.first_minute = self.last_minute = self.long_floor = minute
+        else:
+            gap = minute - last_minute
+            if gap < 0:  # a late leg
+                gap = 0
+            else:
+                self.last_minute = minute
+        self.n_life += 1
+
+        # the last leg the other way, within the window
         if is_out:
+            opp = self.last_in
+            if self.last_out is None or minute >= self.last_out[0]:
+                self.last_out = (minute, cents)
+        else:
+            opp = self.last_out
+            if self.last_in is None or minute >= self.last_in[0]:
+                self.last_in = (minute, cents)
+        if opp is not None and opp[0] > minute - window:
+            since_opp = max(0, minute - opp[0])
+            opp_ratio = cents / opp[1] if opp[1] > 0 else float(cents > 0)
+        else:
+            since_opp, opp_ratio = window, -1.0
+
+        # this amount against the previous RECENT_LEGS amounts
+        srt = self.recent_sorted
+        if srt:
+            med = srt[(len(srt) - 1) // 2]  # lower median: an integer
+            amt_vs_med = cents / med if med > 0 else float(cents > 0)
+            lo = bisect_left(srt, cents)
+            same_amt = bisect_right(srt, cents, lo) - lo
+        else:
+            amt_vs_med, same_amt = -1.0, 0
+        recent = self.recent
+        if len(recent) < RECENT_LEGS:
+            recent.append(cents)
+        else:  # overwrite the oldest: slot n_life - 1 modulo K, counting this leg
+            slot = (self.n_life - 1) % RECENT_LEGS
+            del srt[bisect_left(srt, recent[slot])]
+            recent[slot] = cents
+        insort(srt, cents)
+
+        # 7-day counterparty memory (either direction decides whether the counterparty is new)
+        long_horizon = minute - LONG_WINDOW_MINUTES
+        if long_horizon >= self.long_floor:
+            self._expire_long(long_horizon)
+        out_long, in_long = self.out_cp_long, self.in_cp_long
+        was_new = counterparty not in out_long and counterparty not in in_long
+        memory = out_long if is_out else in_long
+        seen = memory.pop(counterparty, None)
+        memory[counterparty] = minute if seen is None or minute > seen else seen  # now most recent
+        if seen is None and len(memory) > MAX_LONG_COUNTERPARTIES:
+            del memory[next(iter(memory))]
+        if minute < self.long_floor:  # a late leg
+            self.long_floor = minute
+
+        # the window
+        legs = self.legs
+        legs.append((minute, is_out, counterparty, cents, was_new))
+        self.appended += 1
+        if is_out:
+            counts = self.out_cp
             self.out_n += 1
             self.out_cents += cents
+            self.new_out_n += was_new
         else:
+            counts = self.in_cp
             self.in_n += 1
             self.in_cents += cents
-        self._evict(minute)
-        short_horizon = minute - SHORT_WINDOW_MINUTES
-        n_1h = 0
-        for leg in reversed(self.legs):
-            if leg[0] <= short_horizon:
-                break
-            n_1h += 1
+            self.new_in_n += was_new
+        counts[counterparty] = counts.get(counterparty, 0) + 1
+        if legs[0][0] <= minute - window or len(legs) > MAX_LEGS:
+            self._evict(minute)
+        # the last hour is a suffix of the window: advance its first leg past older ones
+        evicted = self.evicted
+        first = self.hour_first if self.hour_first > evicted else evicted
+        hour_horizon = minute - SHORT_WINDOW_MINUTES
+        while legs[first - evicted][0] <= hour_horizon:  # stops at this leg at the latest
+            first += 1
+        self.hour_first = first
+
+        out_n, in_n, out_c, in_c = self.out_n, self.in_n, self.out_cents, self.in_cents
+        moved = out_c + in_c
+        age = minute - self.first_minute
         return {
-            "out_n": float(self.out_n),
-            "out_usd": math.log1p(self.out_cents / 100),
+            "out_n": float(out_n),
+            "out_usd": math.log1p(out_c / 100),
             "out_cp": float(len(self.out_cp)),
-            "in_n": float(self.in_n),
-            "in_usd": math.log1p(self.in_cents / 100),
+            "in_n": float(in_n),
+            "in_usd": math.log1p(in_c / 100),
             "in_cp": float(len(self.in_cp)),
-            "n_1h": float(n_1h),
-            "gap_min": float(min(gap, self.window_minutes)),
+            "n_1h": float(self.appended - first),
+            "gap_min": float(gap if gap < window else window),
+            "cp_legs": float(counts[counterparty]),
+            "cp_new": float(was_new),
+            "new_cp_frac": (self.new_out_n + self.new_in_n) / (out_n + in_n),
+            "new_out_n": float(self.new_out_n),
+            "new_in_n": float(self.new_in_n),
+            "out_cp_7d": float(len(out_long)),
+            "in_cp_7d": float(len(in_long)),
+            "pass_ratio": (min(out_c, in_c) / max(out_c, in_c)) if moved else 0.0,
+            "net_out": (out_c - in_c) / moved if moved else 0.0,
+            "since_opp_min": float(since_opp if since_opp < window else window),
+            "opp_ratio": opp_ratio,
+            "amt_vs_med": amt_vs_med,
+            "same_amt": float(same_amt),
+            "age_min": float(min(max(0, age), LONG_WINDOW_MINUTES)),
+            "n_life": float(self.n_life),
         }
+
+
+_window_fields = attrgetter(*(f.name for f in fields(AccountWindow)))
 
 
 def event_features(ev: TransactionEvent) -> dict[str, float]:
@@ -185,8 +386,13 @@ def assemble(ev: TransactionEvent, snd: dict[str, float], rcv: dict[str, float])
 def iter_features(
     events: Iterable[TransactionEvent], window_minutes: int = DEFAULT_WINDOW_MINUTES
 ) -> Iterator[tuple[TransactionEvent, dict[str, float]]]:
-    """The plain-Python reference: process events in order, yield each with its features."""
+    """The plain-Python reference: yield each event with its features, in event-time order.
+
+    Events are processed sorted by (minute, source offset), the order in which the stream job
+    applies each account's legs once the watermark passes them, so both compute the same values
+    whatever the order of the input (a file slightly out of time order, Kafka partitions)."""
     windows: dict[str, AccountWindow] = {}
+    events = sorted(events, key=lambda e: (e.minute, e.source_offset))
 
     def window(key: str) -> AccountWindow:
         w = windows.get(key)
