@@ -526,7 +526,7 @@ def train_cascade(
         deep_train_seconds=deep_seconds,
         graph_feature_seconds=graph_seconds,
         total_seconds=time.perf_counter() - t_start,
-        fast_params=asdict(fast.params),
-        deep_params=asdict(deep.params),
+        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},  # machine-dependent, not in the model
+        deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
     )
     return cascade, report
