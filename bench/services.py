@@ -16,9 +16,12 @@ Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
     on the embedded :class:`NetworkxGraphStore` holding the same edges; roots drawn with a
     seeded RNG among accounts that sent money; without a window, and with the deep path's
     window (the root's event time +- 3 days, like ``auditflow.flow.run_deep_path``). Per root the
-    two backends run back to back (noise hits both alike) and must give the same ``trace_id``.
-    A few warm-up traces on other roots run first (Neo4j query plans, the embedded per-node
-    sort cache is *not* pre-filled beyond those).
+    backends run back to back, in alternating order (noise hits both alike), and must give the
+    same ``trace_id``. The embedded store is timed twice: as is, and with ``gc.freeze()`` around
+    the trace (``embedded_gcfrozen``): with a million edges in the process, Python's cyclic GC
+    full collections (seconds each) land inside some traces and make the embedded p99. A few
+    warm-up traces on other roots run first (Neo4j query plans; the embedded per-node sort cache
+    is *not* pre-filled beyond those).
 (c) **Kafka -> Flink -> Kafka**: :func:`pipelines.kafka_job.run_kafka_job` (imported lazily; if it
     is missing or fails, ``kafka_flink_events_per_s=na`` and the reason goes to stderr) on a local
     MiniCluster, bounded, graph into ``memory:``, over a seeded live set produced beforehand
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import os
 import random
@@ -134,22 +138,33 @@ def pick_roots(events, n: int, seed: int):
 
 
 def trace_pass(stores: dict, roots, windowed: bool, budget_s: float = float("inf")):
-    """Trace each root on every store, back to back; stop starting new roots after budget_s."""
+    """Trace each root on every store, back to back; stop starting new roots after budget_s.
+
+    ``stores`` maps a name to ``(store, freeze_gc)``; with ``freeze_gc`` the trace runs after
+    ``gc.freeze()`` (the loaded graph moved out of the cyclic collector's reach). The order of
+    the stores alternates from one root to the next, so no variant always gets the warm caches.
+    """
     from evidence_graph import trace_evidence
 
     times = {name: [] for name in stores}
     sizes = {name: [] for name in stores}
     mismatches = 0
     deadline = time.perf_counter() + budget_s
-    for root, ts in roots:
+    order = list(stores)
+    for i, (root, ts) in enumerate(roots):
         if time.perf_counter() > deadline:
             break
         window = (ts - TRACE_WINDOW, ts + TRACE_WINDOW) if windowed else None
         ids = set()
-        for name, store in stores.items():
+        for name in order if i % 2 == 0 else order[::-1]:
+            store, freeze = stores[name]
+            if freeze:
+                gc.freeze()
             t0 = time.perf_counter()
             tr = trace_evidence(store, root, max_hops=5, direction="out", window=window)
             times[name].append(time.perf_counter() - t0)
+            if freeze:
+                gc.unfreeze()
             sizes[name].append((len(tr.nodes), len(tr.edges)))
             ids.add(tr.trace_id)
         mismatches += len(ids) > 1
@@ -183,7 +198,7 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
     from auditflow.flow import load_fast_path, train
     from auditflow.records import TransactionEvent
     from auditflow.settings import Settings
-    from ingest.kafka_io import consume_all, delete_topics, produce_file
+    from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
     from ingest.synthetic import generate, write_dataset
     from pipelines.features import iter_features
 
@@ -220,6 +235,8 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
                 "topic_transactions": f"transactions.{tag}_w", "topic_alerts": f"alerts.{tag}_w",
                 "topic_dlq": f"transactions.dlq.{tag}_w"})
             topics += [small.topic_transactions, small.topic_alerts, small.topic_dlq]
+            # the broker does not auto-create topics: the job's sinks need theirs to exist
+            ensure_topics(bootstrap, {t: small.topic_partitions for t in topics[3:]})
             tiny = work / "kafka_tiny_Trans.csv"
             with open(live_csv, encoding="utf-8") as src, open(tiny, "w", encoding="utf-8") as dst:
                 dst.writelines(line for i, line in zip(range(11), src))
@@ -227,6 +244,7 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
             res = run_kafka_job(small, model_dir, bounded=True, group_id=f"{tag}_w", job_name=f"{tag}-warmup")
             startup = res.seconds
             log(f"[kafka] warm-up job (10 events): {startup:.1f}s")
+        ensure_topics(bootstrap, {t: settings.topic_partitions for t in topics[:3]})
         t0 = time.perf_counter()
         summary = produce_file(live_csv, settings)
         produce_s = time.perf_counter() - t0
@@ -250,7 +268,12 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
                           f"python loop {expected}, common {len(set(ids) & expected_ids)}; {len(dlq)} dead letters")
         return figures, f"{n} events, job {res.seconds:.1f}s (wall {wall:.1f}s), {len(ids)} alerts = python loop"
     except Exception as e:  # a job that cannot run is reported, never faked
-        return None, f"run_kafka_job failed: {type(e).__name__}: {str(e)[:500]}"
+        text = str(e)
+        causes = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Caused by:")]
+        (work / "kafka_job_error.txt").write_text(text)
+        log(f"[kafka] run_kafka_job failed; Java causes:\n  " + "\n  ".join(causes[-6:]))
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return None, f"run_kafka_job failed: {type(e).__name__}: {first[:200]} / root cause: {(causes or ['?'])[-1][:300]}"
     finally:
         try:
             delete_topics(bootstrap, topics)
@@ -300,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"[neo4j] WARNING: {neo4j_edges} edges in Neo4j, {embedded.edge_count()} embedded")
 
         n_accounts_graph = embedded.node_count()
-        stores = {"embedded": embedded, "neo4j": store}
+        stores = {"embedded": (embedded, False), "neo4j": (store, False), "embedded_gcfrozen": (embedded, True)}
         roots = pick_roots(events, n_traces + 5, args.seed)
         warm, roots = roots[:5], roots[5:]
         trace_pass(stores, warm, False)
@@ -345,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         mism_total += mism
         traced[windowed] = len(times["neo4j"])
         label = f"{label}, {traced[windowed]} roots"
-        for name in ("embedded", "neo4j"):
+        for name in ("embedded", "neo4j", "embedded_gcfrozen"):
             ts = times[name]
             nn = np.mean([s[0] for s in sizes[name]])
             ne = np.mean([s[1] for s in sizes[name]])
@@ -354,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"p99 {pct(ts, 99):.1f} ms, mean {np.mean(ts) * 1000:.1f} ms, "
                          f"{nn:.0f} nodes / {ne:.0f} edges avg"))
         sfx = "" if not windowed else "_window"
-        for name in ("neo4j", "embedded"):
+        for name in ("neo4j", "embedded", "embedded_gcfrozen"):
             head_trace[f"trace_p50_ms_{name}{sfx}"] = f"{pct(times[name], 50):.1f}"
             head_trace[f"trace_p99_ms_{name}{sfx}"] = f"{pct(times[name], 99):.1f}"
     n_traced = traced[False] + traced[True]
