@@ -32,9 +32,6 @@ from evidence_graph.store import (
     Direction,
     GraphEdge,
     GraphStore,
-    check_direction,
-    check_limit,
-    check_window,
 )
 
 DEFAULT_FLUSH_EVERY = 10_000
@@ -139,17 +136,14 @@ class NetworkxGraphStore(GraphStore):
         self._sorted[key] = cached
         return cached
 
-    def neighbors_batch(
+    def _neighbors_batch(
         self,
         frontier: Sequence[str],
-        direction: Direction = "out",
-        start: datetime | None = None,
-        end: datetime | None = None,
-        limit: int | None = None,
+        direction: Direction,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        check_direction(direction)
-        check_window(start, end)
-        check_limit(limit)
         out: dict[str, tuple[GraphEdge, ...]] = {}
         for node in frontier:
             if node in out:

@@ -42,9 +42,6 @@ from evidence_graph.store import (
     Direction,
     GraphEdge,
     GraphStore,
-    check_direction,
-    check_limit,
-    check_window,
     unique_events,
 )
 
@@ -230,17 +227,14 @@ class Neo4jGraphStore(GraphStore):
             self._read_queries[key] = q
         return q
 
-    def neighbors_batch(
+    def _neighbors_batch(
         self,
         frontier: Sequence[str],
-        direction: Direction = "out",
-        start: datetime | None = None,
-        end: datetime | None = None,
-        limit: int | None = None,
+        direction: Direction,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        check_direction(direction)
-        check_window(start, end)
-        check_limit(limit)
         nodes = list(dict.fromkeys(frontier))
         found: dict[str, list[GraphEdge]] = {n: [] for n in nodes}
         query = self._read_query(direction, start is not None, end is not None, limit is not None)

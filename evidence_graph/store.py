@@ -137,7 +137,6 @@ class GraphStore(ABC):
     @abstractmethod
     def has_node(self, node_id: str) -> bool: ...
 
-    @abstractmethod
     def neighbors_batch(
         self,
         frontier: Sequence[str],
@@ -148,7 +147,22 @@ class GraphStore(ABC):
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
         """For each distinct node of ``frontier``, its edges in ``direction`` inside the window,
         in cap order, at most ``limit`` of them. Every frontier node is a key (unknown nodes and
-        nodes without edges map to ``()``)."""
+        nodes without edges map to ``()``). Arguments are checked here, once for every backend."""
+        check_direction(direction)
+        check_window(start, end)
+        check_limit(limit)
+        return self._neighbors_batch(frontier, direction, start, end, limit)
+
+    @abstractmethod
+    def _neighbors_batch(
+        self,
+        frontier: Sequence[str],
+        direction: Direction,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int | None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        """The backend's query for :meth:`neighbors_batch`, with arguments already checked."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (flush pending writes, close connections). Idempotent."""
