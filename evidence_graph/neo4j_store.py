@@ -178,7 +178,10 @@ class Neo4jGraphStore(GraphStore):
                 f"CREATE INDEX {rel_c} IF NOT EXISTS FOR ()-[t:{self.rel_type}]-() ON (t.event_id)",
                 database_=self.database,
             )
-        self._driver.execute_query("CALL db.awaitIndexes(300)", database_=self.database)
+        # Wait for this namespace's own indexes only (a constraint's index shares its name): on a
+        # shared server another namespace's index being built or dropped must not fail this one.
+        for name in (node_c, rel_c):
+            self._driver.execute_query("CALL db.awaitIndex($name, 300)", {"name": name}, database_=self.database)
 
     # -- GraphStore ----------------------------------------------------------------------------
 
