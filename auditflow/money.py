@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from auditflow.errors import FieldError
 
@@ -96,3 +96,29 @@ def format_amount(money: Money) -> str:
         frac = frac.rstrip("0").ljust(6, "0")
         text = f"{whole}.{frac}"
     return text
+
+
+#: Reference rates to US dollars (AMLworld-era averages), exact decimals.
+USD_RATES: dict[str, Decimal] = {
+    "US Dollar": Decimal("1"),
+    "Euro": Decimal("1.17"),
+    "Yuan": Decimal("0.149"),
+    "Yen": Decimal("0.0092"),
+    "Rupee": Decimal("0.0137"),
+    "UK Pound": Decimal("1.29"),
+    "Canadian Dollar": Decimal("0.79"),
+    "Australian Dollar": Decimal("0.76"),
+    "Swiss Franc": Decimal("1.09"),
+    "Mexican Peso": Decimal("0.049"),
+    "Brazil Real": Decimal("0.19"),
+    "Ruble": Decimal("0.0133"),
+    "Shekel": Decimal("0.31"),
+    "Saudi Riyal": Decimal("0.267"),
+    "Bitcoin": Decimal("11500"),
+}
+
+
+def usd_cents(m: Money) -> int:
+    """Exact conversion to integer US cents (banker's rounding)."""
+    usd = m.to_decimal() * USD_RATES[m.currency]
+    return int((usd * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))

@@ -28,44 +28,12 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES
+from auditflow.limits import CYCLE_MAX_PATH_HOPS, DEFAULT_WINDOW_MINUTES, GRAPH_FEATURE_NEIGHBOR_CAP
 from auditflow.records import TransactionEvent
 from evidence_graph.store import Direction, GraphEdge, GraphStore
 
-DEFAULT_WINDOW_MINUTES = 24 * 60
-FEATURE_NEIGHBOR_CAP = 200
-CYCLE_MAX_PATH_HOPS = 5
-
-GRAPH_FEATURE_NAMES: tuple[str, ...] = (
-    "g_snd_out_degree",
-    "g_rcv_in_degree",
-    "g_snd_in_degree",
-    "g_rcv_out_degree",
-    "g_cycle_len",
-    "g_sg_width",
-    "g_gs_width",
-    "g_two_hop_out",
-)
-
-GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {
-    "g_snd_out_degree": "sender: distinct payees in the window",
-    "g_rcv_in_degree": "receiver: distinct payers in the window",
-    "g_snd_in_degree": "sender: distinct payers in the window",
-    "g_rcv_out_degree": "receiver: distinct payees in the window",
-    "g_cycle_len": (
-        "hops in the shortest directed cycle through this transfer: 1 for a self-transfer, else "
-        f"1 + shortest path receiver -> sender of at most {CYCLE_MAX_PATH_HOPS} hops; 0 if none"
-    ),
-    "g_sg_width": (
-        "scatter-gather into the receiver: the most distinct intermediates m through which one "
-        "source s (s, m, receiver all different) pays s -> m -> receiver"
-    ),
-    "g_gs_width": (
-        "gather-scatter through either account: max over sender and receiver of "
-        "min(distinct payers, distinct payees) where both are at least 2, else 0"
-    ),
-    "g_two_hop_out": "distinct accounts the sender reaches in 1 or 2 hops (itself excluded)",
-}
-
+FEATURE_NEIGHBOR_CAP = GRAPH_FEATURE_NEIGHBOR_CAP
 
 class _WindowView:
     """The event's view of the graph: windowed, capped, with the event itself merged in."""

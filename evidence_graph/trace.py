@@ -35,11 +35,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from auditflow.limits import DEFAULT_FANOUT_CAP, MAX_TRACE_HOPS
 from auditflow.records import EvidenceTrace, TraceEdge, TraceNode, trace_id_for, ts_to_wire
 from evidence_graph.store import Direction, GraphStore, check_direction, check_window
 
-MAX_HOPS_LIMIT = 5
-DEFAULT_FANOUT_CAP = 50
+MAX_HOPS_LIMIT = MAX_TRACE_HOPS
 
 
 def trace_params(

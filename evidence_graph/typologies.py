@@ -34,18 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from auditflow.typologies import TYPOLOGIES
 from evidence_graph.store import Direction, GraphEdge, GraphStore, check_window
-
-TYPOLOGIES: tuple[str, ...] = (
-    "fan-out",
-    "fan-in",
-    "cycle",
-    "scatter-gather",
-    "gather-scatter",
-    "bipartite",
-    "stack",
-    "random",
-)
 
 TYPOLOGY_NEIGHBOR_CAP = 100
 MIN_FAN = 3

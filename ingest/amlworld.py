@@ -22,6 +22,7 @@ from pathlib import Path
 from auditflow.errors import FieldError
 from auditflow.money import CURRENCIES, format_amount, parse_amount
 from auditflow.records import PAYMENT_FORMATS, AccountRef, RejectedRecord, TransactionEvent
+from auditflow.typologies import AMLWORLD_LABELS
 
 HEADER = (
     "Timestamp",
@@ -184,16 +185,8 @@ def csv_line(fields: list[str]) -> str:
 
 # ---------------------------------------------------------------- patterns (answer key)
 
-TYPOLOGIES = (
-    "FAN-OUT",
-    "FAN-IN",
-    "GATHER-SCATTER",
-    "SCATTER-GATHER",
-    "CYCLE",
-    "RANDOM",
-    "BIPARTITE",
-    "STACK",
-)
+#: Typology labels as the AMLworld answer key spells them (see :mod:`auditflow.typologies`).
+TYPOLOGIES = AMLWORLD_LABELS
 
 
 @dataclass(frozen=True, slots=True)

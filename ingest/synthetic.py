@@ -35,7 +35,7 @@ The world
 * **Cross-currency** (about 5% of rows): when payer and payee have different home currencies,
   a third of their transfers (and every salary) are received in the payee's currency. The
   received amount is the paid amount converted exactly with the ratio of
-  :data:`pipelines.features.USD_RATES` and rounded half-even to the receiving currency's scale
+  :data:`auditflow.money.USD_RATES` and rounded half-even to the receiving currency's scale
   (:func:`convert`).
 
 Laundering
@@ -86,7 +86,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from auditflow.money import CURRENCIES, Money, format_amount
+from auditflow.limits import MINUTES_PER_DAY
+from auditflow.money import CURRENCIES, USD_RATES, Money, format_amount
 from auditflow.records import AccountRef, TransactionEvent
 from ingest.amlworld import (
     TYPOLOGIES,
@@ -95,11 +96,9 @@ from ingest.amlworld import (
     write_patterns,
     write_transactions,
 )
-from pipelines.features import USD_RATES
 
 __all__ = ["Account", "Dataset", "convert", "generate", "write_dataset"]
 
-MINUTES_PER_DAY = 24 * 60
 BITCOIN = "Bitcoin"
 
 #: Home currency shares of fiat accounts (Bitcoin accounts are drawn separately).

@@ -396,7 +396,7 @@ def train_cascade(
     if not 0 < candidate_recall <= 1:
         raise ValueError(f"candidate_recall must be in (0, 1], got {candidate_recall}")
     if stream_feature_names is None or stream_feature_descriptions is None:
-        from pipelines.features import FEATURE_DESCRIPTIONS, FEATURE_NAMES
+        from auditflow.features import FEATURE_DESCRIPTIONS, FEATURE_NAMES
 
         stream_feature_names = stream_feature_names or FEATURE_NAMES
         stream_feature_descriptions = stream_feature_descriptions or FEATURE_DESCRIPTIONS

@@ -36,124 +36,21 @@ from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from decimal import ROUND_HALF_EVEN, Decimal
 from operator import attrgetter
 
-from auditflow.money import Money
+from auditflow.features import ACCOUNT_FEATURES, EVENT_FEATURES, FEATURE_DESCRIPTIONS, FEATURE_NAMES
+from auditflow.limits import (
+    DEFAULT_WINDOW_MINUTES,
+    LONG_WINDOW_MINUTES,
+    MAX_LONG_COUNTERPARTIES,
+    MAX_WINDOW_LEGS,
+    RECENT_LEGS,
+    SHORT_WINDOW_MINUTES,
+)
+from auditflow.money import USD_RATES, usd_cents
 from auditflow.records import PAYMENT_FORMATS, TransactionEvent
 
-DEFAULT_WINDOW_MINUTES = 24 * 60
-SHORT_WINDOW_MINUTES = 60
-MAX_LEGS = 20_000  # per-account cap on retained legs: bounds memory on hub accounts
-LONG_WINDOW_MINUTES = 7 * 24 * 60  # counterparty memory and account age
-MAX_LONG_COUNTERPARTIES = 512  # per account and direction: bounds the 7-day memory on hubs
-RECENT_LEGS = 32  # amounts kept for the account's median and repeated-amount count
-
-#: Reference rates to US dollars (AMLworld-era averages), exact decimals.
-USD_RATES: dict[str, Decimal] = {
-    "US Dollar": Decimal("1"),
-    "Euro": Decimal("1.17"),
-    "Yuan": Decimal("0.149"),
-    "Yen": Decimal("0.0092"),
-    "Rupee": Decimal("0.0137"),
-    "UK Pound": Decimal("1.29"),
-    "Canadian Dollar": Decimal("0.79"),
-    "Australian Dollar": Decimal("0.76"),
-    "Swiss Franc": Decimal("1.09"),
-    "Mexican Peso": Decimal("0.049"),
-    "Brazil Real": Decimal("0.19"),
-    "Ruble": Decimal("0.0133"),
-    "Shekel": Decimal("0.31"),
-    "Saudi Riyal": Decimal("0.267"),
-    "Bitcoin": Decimal("11500"),
-}
-
-
-def usd_cents(m: Money) -> int:
-    """Exact conversion to integer US cents (banker's rounding)."""
-    usd = m.to_decimal() * USD_RATES[m.currency]
-    return int((usd * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
-
-
-#: Per-account features, one value each as of the leg (the leg included unless said otherwise).
-ACCOUNT_FEATURES = (
-    # 24h window (``window_minutes``) aggregates
-    "out_n",
-    "out_usd",
-    "out_cp",
-    "in_n",
-    "in_usd",
-    "in_cp",
-    "n_1h",
-    "gap_min",
-    # this leg's counterparty
-    "cp_legs",
-    "cp_new",
-    "new_cp_frac",
-    "new_out_n",
-    "new_in_n",
-    # 7-day counterparty memory
-    "out_cp_7d",
-    "in_cp_7d",
-    # flow balance: money in vs money out
-    "pass_ratio",
-    "net_out",
-    "since_opp_min",
-    "opp_ratio",
-    # this amount against the account's own history
-    "amt_vs_med",
-    "same_amt",
-    # account lifetime in the stream
-    "age_min",
-    "n_life",
-)
-EVENT_FEATURES = ("amount_usd", "cross_currency", "self_transfer", "format", "hour", "round_amount")
-FEATURE_NAMES: tuple[str, ...] = (
-    *EVENT_FEATURES,
-    *(f"snd_{f}" for f in ACCOUNT_FEATURES),
-    *(f"rcv_{f}" for f in ACCOUNT_FEATURES),
-)
-
-FEATURE_DESCRIPTIONS: dict[str, str] = {
-    "amount_usd": "log(1 + amount paid in USD)",
-    "cross_currency": "paid and received currencies differ",
-    "self_transfer": "sender and receiver are the same account",
-    "format": "payment format code",
-    "hour": "hour of day",
-    "round_amount": "amount paid is a multiple of 100",
-}
-for _side, _who, _this, _cp in (("snd", "sender", "this payment out", "payee"),
-                                ("rcv", "receiver", "this payment in", "payer")):
-    FEATURE_DESCRIPTIONS.update(
-        {
-            f"{_side}_out_n": f"{_who}: outgoing transfers in 24h",
-            f"{_side}_out_usd": f"{_who}: log(1 + USD sent in 24h)",
-            f"{_side}_out_cp": f"{_who}: distinct payees in 24h (fan-out)",
-            f"{_side}_in_n": f"{_who}: incoming transfers in 24h",
-            f"{_side}_in_usd": f"{_who}: log(1 + USD received in 24h)",
-            f"{_side}_in_cp": f"{_who}: distinct payers in 24h (fan-in)",
-            f"{_side}_n_1h": f"{_who}: transfers in the last hour (velocity)",
-            f"{_side}_gap_min": f"{_who}: minutes since previous transfer",
-            f"{_side}_cp_legs": f"{_who}: transfers with this {_cp} in 24h, {_this} included",
-            f"{_side}_cp_new": f"{_who}: first dealing with this {_cp} in 7 days (either direction)",
-            f"{_side}_new_cp_frac": f"{_who}: share of its transfers in 24h that were with new counterparties",
-            f"{_side}_new_out_n": f"{_who}: transfers to new payees in 24h",
-            f"{_side}_new_in_n": f"{_who}: transfers from new payers in 24h",
-            f"{_side}_out_cp_7d": f"{_who}: distinct payees in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
-            f"{_side}_in_cp_7d": f"{_who}: distinct payers in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
-            f"{_side}_pass_ratio": f"{_who}: min(in, out) / max(in, out) of USD moved in 24h (pass-through)",
-            f"{_side}_net_out": f"{_who}: (out - in) / (out + in) of USD moved in 24h",
-            f"{_side}_since_opp_min": f"{_who}: minutes since its last transfer the other way",
-            f"{_side}_opp_ratio": f"{_who}: this amount / its last transfer the other way in 24h (-1: none)",
-            f"{_side}_amt_vs_med": (
-                f"{_who}: this amount / median of its previous {RECENT_LEGS} transfers (-1: none)"
-            ),
-            f"{_side}_same_amt": f"{_who}: of its previous {RECENT_LEGS} transfers, how many had this exact amount",
-            f"{_side}_age_min": f"{_who}: minutes since first seen (capped at 7 days)",
-            f"{_side}_n_life": f"{_who}: transfers since first seen",
-        }
-    )
-
+MAX_LEGS = MAX_WINDOW_LEGS
 
 @dataclass(slots=True)
 class AccountWindow:
