@@ -50,6 +50,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -178,7 +179,47 @@ def pct(xs, q) -> float:
 # ------------------------------------------------------------------------------ (c) kafka
 
 
-def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dict | None, str]:
+class JobTimeout(Exception):
+    pass
+
+
+def run_with_timeout(fn, timeout_s: float, *args, **kwargs):
+    """fn(*args, **kwargs) in a daemon thread; JobTimeout if it has not returned in time (a hung
+    MiniCluster job then stays behind until this process exits, which stops its gateway JVM)."""
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True, name="kafka-job")
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        raise JobTimeout(f"the job did not finish within {timeout_s:.0f}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def flink_log_hint(log_dir: Path) -> str:
+    """The most telling error line of this process's own PyFlink log (FLINK_LOG_DIR), if any."""
+    lines: list[str] = []
+    for f in sorted(log_dir.glob("*.log")):
+        lines += [ln.strip() for ln in f.read_text(errors="replace").splitlines()
+                  if "Caused by:" in ln or "Exception:" in ln]
+    if not lines:
+        return ""
+    root = [ln for ln in lines if "Caused by:" in ln] or lines
+    return root[-1][:300]
+
+
+def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: float = 600.0,
+                log_dir: Path | None = None) -> tuple[dict | None, str]:
     """Kafka -> :func:`pipelines.kafka_job.run_kafka_job` (local MiniCluster) -> Kafka.
 
     A seeded live set is produced (JSON wire form, keyed by sender) into private topics first,
@@ -241,7 +282,8 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
             with open(live_csv, encoding="utf-8") as src, open(tiny, "w", encoding="utf-8") as dst:
                 dst.writelines(line for i, line in zip(range(11), src))
             produce_file(tiny, small)
-            res = run_kafka_job(small, model_dir, bounded=True, group_id=f"{tag}_w", job_name=f"{tag}-warmup")
+            res = run_with_timeout(run_kafka_job, timeout_s, small, model_dir, bounded=True, group_id=f"{tag}_w",
+                                   job_name=f"{tag}-warmup")
             startup = res.seconds
             log(f"[kafka] warm-up job (10 events): {startup:.1f}s")
         ensure_topics(bootstrap, {t: settings.topic_partitions for t in topics[:3]})
@@ -252,7 +294,8 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
             return None, f"produced {summary.produced} of {n} events"
         log(f"[kafka] produced {n:,} events in {produce_s:.1f}s; running run_kafka_job (bounded)")
         t0 = time.perf_counter()
-        res = run_kafka_job(settings, model_dir, bounded=True, group_id=tag, job_name=f"{tag}-bench")
+        res = run_with_timeout(run_kafka_job, timeout_s, settings, model_dir, bounded=True, group_id=tag,
+                               job_name=f"{tag}-bench")
         wall = time.perf_counter() - t0
         alerts = consume_all(bootstrap, settings.topic_alerts, timeout_s=120, expect=expected, quiet_s=3)
         dlq = consume_all(bootstrap, settings.topic_dlq, timeout_s=30, quiet_s=1)
@@ -267,6 +310,9 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool) -> tuple[dic
             return None, (f"alerts differ from the python loop's: {len(set(ids))} distinct alerts read back, "
                           f"python loop {expected}, common {len(set(ids) & expected_ids)}; {len(dlq)} dead letters")
         return figures, f"{n} events, job {res.seconds:.1f}s (wall {wall:.1f}s), {len(ids)} alerts = python loop"
+    except JobTimeout as e:
+        hint = flink_log_hint(log_dir) if log_dir else ""
+        return None, f"run_kafka_job: {e}" + (f"; Flink log: {hint}" if hint else "")
     except Exception as e:  # a job that cannot run is reported, never faked
         text = str(e)
         causes = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Caused by:")]
@@ -294,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per configuration after which no new root is started (default 300; quick 5)")
     ap.add_argument("--neo4j-budget", type=float, default=600.0, help="seconds of Neo4j writes at most")
     ap.add_argument("--kafka-events", type=int, help="events through Kafka->Flink->Kafka (default 50k; quick 2k)")
+    ap.add_argument("--kafka-timeout", type=float, help="seconds the Kafka job may run (default 600; quick 180)")
     ap.add_argument("--skip-kafka", action="store_true")
     args = ap.parse_args(argv)
     quick = args.quick
@@ -346,7 +393,16 @@ def main(argv: list[str] | None = None) -> int:
         why = "--skip-kafka"
     else:
         with tempfile.TemporaryDirectory(prefix="bench_services_") as tmp:
-            kafka, why = kafka_flink(kafka_events, args.seed, Path(tmp), warmup=not quick)
+            own_log = not os.environ.get("FLINK_LOG_DIR")
+            if own_log:  # this process's own PyFlink log, not the shared one in the pyflink package
+                os.environ["FLINK_LOG_DIR"] = str(Path(tmp) / "flink-log")
+            log_dir = Path(os.environ["FLINK_LOG_DIR"])
+            kafka, why = kafka_flink(kafka_events, args.seed, Path(tmp), warmup=not quick,
+                                     timeout_s=args.kafka_timeout or (180.0 if quick else 600.0), log_dir=log_dir)
+            if kafka is None and own_log and log_dir.is_dir():
+                kept = Path(tempfile.gettempdir()) / f"bench_services_flink_log_{os.getpid()}"
+                shutil.copytree(log_dir, kept, dirs_exist_ok=True)
+                log(f"[kafka] the job's Flink log is kept in {kept}")
     if kafka is None:
         log(f"[kafka] kafka_flink_events_per_s=na: {why}")
     else:

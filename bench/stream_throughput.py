@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="bench_stream_")
         work = Path(tmp.name)
     log = functools.partial(print, file=sys.stderr, flush=True)
+    # this process's own PyFlink log (work/flink-log), not the one shared in the pyflink package
+    os.environ.setdefault("FLINK_LOG_DIR", str(work / "flink-log"))
     try:
         t0 = time.perf_counter()
         settings = Settings(out_dir=work, seed=args.seed)
