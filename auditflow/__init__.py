@@ -3,10 +3,13 @@
 Data flows ``ingest`` -> ``pipelines`` -> ``evidence_graph`` -> ``model_service`` -> ``reports``;
 this package owns what they all speak: :mod:`auditflow.records` (events, rejects, alerts,
 evidence traces, reason codes, report manifests) and :mod:`auditflow.money`.
+
+``__version__`` is the installed distribution's version; report manifests record
+:func:`auditflow.version.code_version` (``git describe`` of a checkout) instead.
 """
 
 from auditflow.errors import FieldError
-from auditflow.money import CURRENCIES, Money, format_amount, parse_amount
+from auditflow.money import CURRENCIES, CurrencyMismatchError, Money, format_amount, parse_amount
 from auditflow.records import (
     SCHEMA_VERSION,
     AccountRef,
@@ -19,14 +22,21 @@ from auditflow.records import (
     TraceNode,
     TransactionEvent,
 )
+from auditflow.version import code_version, distribution_version
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":  # looked up on first use: metadata lookups cost an import's time
+        return distribution_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CURRENCIES",
     "SCHEMA_VERSION",
     "AccountRef",
     "Alert",
+    "CurrencyMismatchError",
     "EvidenceTrace",
     "FieldError",
     "Money",
@@ -37,6 +47,7 @@ __all__ = [
     "TraceNode",
     "TransactionEvent",
     "__version__",
+    "code_version",
     "format_amount",
     "parse_amount",
 ]

@@ -1,95 +1,279 @@
-"""The ``auditflow`` command line: the edge where settings, files and terminal output live."""
+"""The ``auditflow`` command line: the edge where settings, files and terminal output live.
+
+Commands parse their options, build :class:`~auditflow.settings.Settings` (options left out fall
+back to the settings, i.e. to ``AUDITFLOW_*`` variables, then to the defaults), call
+:mod:`auditflow.flow` or a stage, and render the typed result they get back.
+"""
 
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from auditflow import flow
+from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Streaming AML audit pipeline.")
 console = Console()
 
+IMPORT_DIRNAME = "import"
 
-def _settings(out: Path | None = None, seed: int | None = None) -> Settings:
-    s = Settings()
-    updates = {}
-    if out is not None:
-        updates["out_dir"] = out
-    if seed is not None:
-        updates["seed"] = seed
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code=code)
+
+
+def _env_name(loc: tuple) -> str:
+    name = str(loc[0]).upper() if loc else "?"
+    return name if name.startswith(("AUDITFLOW_", "FLINK_")) else f"AUDITFLOW_{name}"
+
+
+def _settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with the options the user gave (``None``: not given)."""
+    try:
+        s = Settings()
+    except ValidationError as e:
+        problems = "; ".join(f"{_env_name(err['loc'])}={err.get('input')!r}: {err['msg']}" for err in e.errors())
+        raise _fail(f"invalid settings: {problems}", code=2) from None
+    updates = {k: v for k, v in overrides.items() if v is not None}
     return s.model_copy(update=updates) if updates else s
 
 
-def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=console, transient=False)
+def _existing_dir(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        raise _fail(f"{what} {path} is not a folder", code=2)
+    return path
+
+
+class _StageProgress:
+    """Renders flow's ``progress(stage, done, total)`` calls: one line per stage."""
+
+    def __init__(self, descriptions: dict[str, str]) -> None:
+        self.descriptions = descriptions
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                 console=console, transient=False)
+        self.tasks: dict[str, TaskID] = {}
+        self.current: str | None = None
+
+    def __enter__(self) -> _StageProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._finish_current()
+        self.progress.__exit__(*exc)
+
+    def _finish_current(self) -> None:
+        if self.current is not None:
+            task = self.tasks[self.current]
+            total = self.progress.tasks[task].total
+            self.progress.update(task, total=total or 1, completed=total or 1)
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if stage not in self.tasks:
+            self._finish_current()
+            self.tasks[stage] = self.progress.add_task(self.descriptions.get(stage, stage), total=None)
+            self.current = stage
+        self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+def _stream_description(kafka: bool, cluster: bool) -> str:
+    if kafka:
+        where = "Flink session cluster" if cluster else "PyFlink MiniCluster"
+        return f"Kafka: produce, stream job on the {where}, read alerts and dead letters back"
+    return "stream job (PyFlink MiniCluster): parse, features, fast score, graph writes"
+
+
+def _run_with_progress(call, *, kafka: bool = False, cluster: bool = False):
+    descriptions = {
+        "generate": "generating history (training) and live (streamed) data",
+        "train": "training the cascade on history (temporal split)",
+        "stream": _stream_description(kafka, cluster),
+        "deep": "deep path: SHAP, traces, PDF reports",
+    }
+    try:
+        with _StageProgress(descriptions) as progress:
+            return call(progress)
+    except flow.CountMismatch as e:
+        raise _fail(str(e)) from None
+
+
+def _print_run(result: flow.RunResult) -> None:
+    from reports import render_run_summary
+
+    s = result.stream
+    console.print(f"stream job: {result.events_in} in = {result.processed} processed + {result.rejected} rejected; "
+                  f"{len(s.candidates)} fast-path alerts in {s.seconds:.1f}s")
+    console.print(render_run_summary(result.summary()))
+    console.print(f"reports: {result.paths.reports_dir}", soft_wrap=True)
+    console.print(f"recall of planted laundering transactions among alerts: "
+                  f"{result.recall:.3f} ({result.laundering_alerted}/{len(result.laundering_ids)})")
+
+
+def _counts_table(title: str, counts: dict[str, int], key: str, rows: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(key)
+    table.add_column(rows, justify="right")
+    for k, v in counts.items():
+        table.add_row(k, f"{v:,}")
+    return table
+
+
+def _import_tables(summary) -> list[Table]:
+    """An :class:`ingest.importer.ImportSummary` as rich tables."""
+    span = "-"
+    if summary.first_timestamp and summary.last_timestamp:
+        span = f"{summary.first_timestamp:%Y-%m-%d %H:%M} .. {summary.last_timestamp:%Y-%m-%d %H:%M}"
+    main = Table(title=f"import {summary.source}", title_justify="left")
+    main.add_column("Measure")
+    main.add_column("Value", justify="right")
+    for label, value in (("Rows read", summary.rows_read), ("Accepted", summary.accepted),
+                         ("Rejected", summary.rejected), ("Laundering (accepted)", summary.laundering)):
+        main.add_row(label, f"{value:,}")
+    main.add_row("Limit reached", "yes" if summary.limit_reached else "no")
+    main.add_row("Time range", span)
+    main.add_row("Canonical copy", summary.normalized_csv)
+    main.add_row("Rejects", summary.rejects_path)
+    tables = [main]
+    if summary.rejects_by_field:
+        tables.append(_counts_table("rejects by field", summary.rejects_by_field, "Field", "Rejected rows"))
+    tables.append(_counts_table("currencies", summary.currencies, "Currency", "Accepted rows"))
+    tables.append(_counts_table("payment formats", summary.payment_formats, "Payment format", "Accepted rows"))
+    if summary.patterns is not None:
+        key = Table(title=f"answer key {summary.patterns}", title_justify="left")
+        key.add_column("Measure")
+        key.add_column("Value", justify="right")
+        for typology, n in summary.attempts_by_typology.items():
+            key.add_row(f"Attempts: {typology}", f"{n:,}")
+        key.add_row("Attempts", f"{summary.attempts:,}")
+        key.add_row("Answer-key rows matching accepted rows", f"{summary.pattern_rows_matched:,} / {summary.pattern_rows:,}")
+        key.add_row("Laundering rows in no attempt", f"{summary.laundering_in_no_attempt:,}")
+        tables.append(key)
+    return tables
+
+
+def _metrics_row(table: Table, name: str, m: dict[str, Any]) -> None:
+    table.add_row(name, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}",
+                  f"{m['flagged']:,}", f"{m['true_positives']:,}", f"{m['positives']:,}")
+
+
+def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
+    """The training report of :func:`auditflow.flow.train` as rich tables."""
+    metrics = Table(title=f"test metrics (cascade saved in {model_dir})", title_justify="left")
+    for col in ("Model", "Precision", "Recall", "F1", "Flagged", "TP", "Positives"):
+        metrics.add_column(col, justify="left" if col == "Model" else "right")
+    _metrics_row(metrics, "cascade", report["cascade_test"])
+    _metrics_row(metrics, "stage 2 (candidates)", report["stage2_test"])
+    _metrics_row(metrics, "fast path alone", report["fast_only_test"])
+    splits = Table(title="temporal split", title_justify="left")
+    for col in ("Split", "Events", "Laundering", "Candidates", "Recall", "Starts"):
+        splits.add_column(col, justify="left" if col in ("Split", "Starts") else "right")
+    stage1 = {s["split"]: s for s in report.get("stage1", [])}
+    for sp in report["splits"]:
+        st = stage1.get(sp["name"], {})
+        splits.add_row(sp["name"], f"{sp['n_events']:,}", f"{sp['n_positive']:,}",
+                       f"{st['candidates']:,}" if st else "-", f"{st['recall']:.3f}" if st else "-",
+                       sp["start"].replace("T", " "))
+    model = Table(title="model", title_justify="left")
+    model.add_column("Measure")
+    model.add_column("Value", justify="right")
+    for label, key, fmt in (("Seed", "seed", "{}"), ("Candidate threshold", "candidate_threshold", "{:.4f}"),
+                            ("Alert threshold", "alert_threshold", "{:.4f}"),
+                            ("Validation cascade F1", "validation_cascade_f1", "{:.3f}"),
+                            ("Rejected input rows", "rejected", "{:,}"),
+                            ("Cascade digest", "cascade_digest", "{:.16}"),
+                            ("Training time", "total_seconds", "{:.1f} s")):
+        if key in report:
+            model.add_row(label, fmt.format(report[key]))
+    return [metrics, splits, model]
+
+
+# ---------------------------------------------------------------------------- commands
 
 
 @app.command()
 def generate(
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("out/data"),
-    accounts: Annotated[int, typer.Option(min=10)] = 2000,
+    out: Annotated[Optional[Path], typer.Option(help="output folder [default: OUT_DIR/data]")] = None,
+    accounts: Annotated[int, typer.Option(min=20)] = 2000,
     days: Annotated[int, typer.Option(min=1)] = 3,
     laundering_rate: Annotated[float, typer.Option(min=0.0, max=0.5)] = 0.001,
-    seed: int = 7,
+    seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
     name: str = "synthetic",
 ) -> None:
     """Write a seeded synthetic AMLworld-format set: NAME_Trans.csv and NAME_Patterns.txt."""
-    from ingest.synthetic import generate as gen, write_dataset
-
-    ds = gen(accounts=accounts, days=days, laundering_rate=laundering_rate, seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    trans, patterns = write_dataset(ds, out, name=name)
-    console.print(f"wrote {len(ds.events)} transactions ({ds.laundering_count} laundering, "
-                  f"{len(ds.attempts)} attempts) to {trans} and {patterns}")
+    settings = _settings(seed=seed)
+    data = flow.generate(out or settings.out_dir / flow.DATA_DIRNAME, name=name, accounts=accounts, days=days,
+                         laundering_rate=laundering_rate, seed=settings.seed)
+    console.print(f"wrote {data.events} transactions ({data.laundering} laundering, {data.attempts} attempts) "
+                  f"to {data.transactions} and {data.patterns}", soft_wrap=True)
 
 
 @app.command("import")
 def import_(
     transactions: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="AMLworld *_Trans.csv")],
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("out/import"),
+    out: Annotated[Optional[Path], typer.Option(help="output folder [default: OUT_DIR/import]")] = None,
     patterns: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False)] = None,
-    limit: Optional[int] = None,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="stop after this many data rows")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Stream a real AMLworld file: canonical copy, rejects.jsonl and a summary (read = accepted + rejected)."""
+    from auditflow.errors import FieldError
     from ingest.importer import import_amlworld
 
-    summary = import_amlworld(transactions, out, patterns=patterns, limit=limit)
-    console.print(summary)
+    settings = _settings()
+    try:
+        summary = import_amlworld(transactions, out or settings.out_dir / IMPORT_DIRNAME, patterns=patterns, limit=limit)
+    except (FieldError, ValueError) as e:
+        raise _fail(str(e)) from None
+    if as_json:
+        typer.echo(summary.to_json())
+        return
+    for table in _import_tables(summary):
+        console.print(table)
 
 
 @app.command()
 def train(
     data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV")],
-    model_dir: Annotated[Path, typer.Option(help="where the cascade is saved")] = Path("out/model"),
-    seed: int = 7,
+    model_dir: Annotated[Optional[Path], typer.Option(help="where the cascade is saved [default: OUT_DIR/model]")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the training report as JSON")] = False,
 ) -> None:
     """Train the two-stage cascade (temporal 60/20/20 split) and print its test metrics."""
-    summary = flow.train(data, model_dir, _settings(seed=seed))
-    console.print_json(json.dumps(summary, default=str))
+    settings = _settings(seed=seed)
+    model_dir = model_dir or settings.out_dir / flow.MODEL_DIRNAME
+    report = flow.train(data, model_dir, settings)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, sort_keys=True, default=str))
+        return
+    for table in _training_tables(report, model_dir):
+        console.print(table)
 
 
 @app.command()
 def run(
     data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="transactions CSV")],
-    model_dir: Annotated[Path, typer.Option()] = Path("out/model"),
-    out: Annotated[Path, typer.Option()] = Path("out"),
+    model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="[default: AUDITFLOW_OUT_DIR, else out]")] = None,
     max_reports: Optional[int] = None,
 ) -> None:
     """Stream a file through the job, then the deep path: alerts, traces, SHAP and PDF reports."""
-    settings = _settings(out=out)
-    _stream_and_report(data, model_dir, settings, max_reports=max_reports)
+    settings = _settings(out_dir=out)
+    model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
+    result = _run_with_progress(
+        lambda progress: flow.stream_and_report(data, model_dir, settings, max_reports=max_reports, progress=progress))
+    _print_run(result)
 
 
 @app.command()
@@ -100,7 +284,7 @@ def produce(
     """Stream a CSV into Kafka (keyed by sender, acks=all, idempotent); bad rows go to the DLQ."""
     from ingest.kafka_io import produce_command
 
-    produce_command(from_, topic, Settings())
+    produce_command(from_, topic, _settings())
 
 
 job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")
@@ -109,165 +293,101 @@ app.add_typer(job_app, name="job")
 
 @job_app.command("run")
 def job_run(
-    model_dir: Annotated[Path, typer.Option(exists=True, file_okay=False)] = Path("out/model"),
+    model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
 ) -> None:
     """Run the Kafka job on a local MiniCluster (Ctrl-C stops an unbounded run)."""
     from pipelines.kafka_job import run_kafka_job
 
-    s = Settings()
+    s = _settings()
+    model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
     res = run_kafka_job(s, str(model_dir), bounded=bounded, graph_options=s.graph_options)
     console.print(f"job finished in {res.seconds:.1f}s")
 
 
 @job_app.command("submit")
 def job_submit(
-    model_dir: Annotated[Path, typer.Option(exists=True, file_okay=False)] = Path("out/model"),
+    model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
 ) -> None:
     """Submit the Kafka job to the Flink session cluster (`flink run -py`), as on any Flink cluster."""
     from pipelines.kafka_job import submit_kafka_job
 
-    proc = submit_kafka_job(Settings(), str(model_dir), bounded=bounded)
+    s = _settings()
+    model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
+    proc = submit_kafka_job(s, str(model_dir), bounded=bounded)
     console.print(proc.stdout[-2000:])
 
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="output folder (recreated)")] = Path("out"),
-    accounts: int = 2000,
-    days: int = 3,
-    seed: int = 7,
+    out: Annotated[Optional[Path], typer.Option(help="output folder, recreated [default: AUDITFLOW_OUT_DIR, else out]")] = None,
+    accounts: Annotated[int, typer.Option(min=20)] = 2000,
+    days: Annotated[int, typer.Option(min=1)] = 3,
+    seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
     max_reports: Annotated[Optional[int], typer.Option(help="cap on PDFs written")] = None,
     kafka: Annotated[bool, typer.Option(help="stream through the Kafka broker (deploy/services up)")] = False,
     neo4j: Annotated[bool, typer.Option(help="write and query the graph on the Neo4j server")] = False,
     cluster: Annotated[bool, typer.Option(help="with --kafka: submit the job to the Flink session cluster")] = False,
 ) -> None:
     """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default)."""
-    from ingest.synthetic import generate as gen, write_dataset
-
-    t0 = time.perf_counter()
-    if out.exists():
-        shutil.rmtree(out)
-    settings = _settings(out=out, seed=seed)
-    if neo4j:
-        settings = settings.model_copy(update={"graph_url": settings.graph_url or settings.neo4j_uri,
-                                               "graph_namespace": settings.graph_namespace or "demo"})
-        with settings.open_graph() as store:
-            store.drop()  # the demo starts from an empty graph in its namespace
-    if kafka:  # demo topics of its own, recreated on each run
-        settings = settings.model_copy(update={f"topic_{t}": f"auditflow-demo.{t}"
-                                               for t in ("transactions", "alerts", "dlq")})
-    data_dir = out / "data"
-    data_dir.mkdir(parents=True)
-    with console.status("generating history (training) and live (streamed) data"):
-        history = gen(accounts=accounts, days=2 * days, laundering_rate=0.01, seed=seed)
-        hist_csv, _ = write_dataset(history, data_dir, name="history")
-        live = gen(accounts=accounts, days=days, laundering_rate=0.001, seed=seed + 1)
-        live_csv, _ = write_dataset(live, data_dir, name="live")
-    console.print(f"history: {len(history.events)} transactions, {history.laundering_count} laundering "
-                  f"(training set); live: {len(live.events)} transactions, {live.laundering_count} laundering")
-    with console.status("training the cascade on history (temporal split)"):
-        report = flow.train(hist_csv, out / flow.MODEL_DIRNAME, settings)
-    test = report.get("cascade_test", {})
+    settings = _settings(out_dir=out, seed=seed)
+    result = _run_with_progress(
+        lambda progress: flow.demo(settings, accounts=accounts, days=days, max_reports=max_reports, kafka=kafka,
+                                   neo4j=neo4j, cluster=cluster, progress=progress),
+        kafka=kafka, cluster=cluster)
+    h, lv = result.history, result.live
+    console.print(f"history: {h.events} transactions, {h.laundering} laundering (training set); "
+                  f"live: {lv.events} transactions, {lv.laundering} laundering")
+    test = result.training.get("cascade_test", {})
     console.print(f"model trained: test precision={test.get('precision', 0):.3f} "
                   f"recall={test.get('recall', 0):.3f} f1={test.get('f1', 0):.3f}")
-    _stream_and_report(live_csv, out / flow.MODEL_DIRNAME, settings, max_reports=max_reports,
-                       laundering_ids={e.event_id for e in live.events if e.is_laundering}, started=t0,
-                       kafka=kafka, cluster=cluster)
-
-
-def _stream_and_report(data: Path, model_dir: Path, settings: Settings, *, max_reports: int | None,
-                       laundering_ids: set[str] | None = None, started: float | None = None,
-                       kafka: bool = False, cluster: bool = False) -> None:
-    from reports import render_run_summary
-
-    t0 = started or time.perf_counter()
-    settings.out_dir.mkdir(parents=True, exist_ok=True)
-    if kafka:
-        where = "Flink session cluster" if cluster else "PyFlink MiniCluster"
-        with console.status(f"Kafka: produce, stream job on the {where}, read alerts and dead letters back"):
-            res = flow.run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)
-    else:
-        with console.status("stream job (PyFlink MiniCluster): parse, features, fast score, graph writes"):
-            res = flow.run_stream(data, model_dir, settings)
-    flow.write_jsonl(settings.out_dir / "rejects.jsonl", (r.to_json() for r in res.rejects))
-    flow.write_jsonl(settings.out_dir / "fast_alerts.jsonl",
-                     ({"event": ev.to_dict(), "features": feats} for ev, feats in res.candidates))
-    if res.records_in != res.processed + len(res.rejects):
-        raise typer.Exit(code=_fail(f"count check failed: in={res.records_in} processed={res.processed} "
-                                    f"rejected={len(res.rejects)}"))
-    console.print(f"stream job: {res.records_in} in = {res.processed} processed + {len(res.rejects)} rejected; "
-                  f"{len(res.candidates)} fast-path alerts in {res.seconds:.1f}s")
-    if laundering_ids is None:
-        laundering_ids = {ev.event_id for ev in flow.read_events(data)[0] if ev.is_laundering}
-    with _progress() as progress:
-        task = progress.add_task("deep path: SHAP, traces, PDF reports", total=None)
-        cases = flow.run_deep_path(
-            res.candidates, model_dir, settings, input_sha256=flow.sha256_file(data),
-            reports_dir=settings.out_dir / flow.REPORTS_DIRNAME, max_reports=max_reports,
-            progress=lambda i, n: progress.update(task, completed=i, total=n),
-        )
-    flow.write_jsonl(settings.out_dir / "alerts.jsonl", (
-        {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
-         "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None} for c in cases))
-    alerted = [c.alert.event.event_id for c in cases]
-    fast_ids = [ev.event_id for ev, _ in res.candidates]
-    summary = {
-        "events_in": res.records_in,
-        "processed": res.processed,
-        "rejected": len(res.rejects),
-        "alerts": len(cases),
-        "reports_written": sum(1 for c in cases if c.report_pdf),
-        "laundering_planted": len(laundering_ids),
-        "laundering_alerted": len(laundering_ids & set(alerted)),
-        "elapsed_s": time.perf_counter() - t0,
-        "fast_path_alerts": len(fast_ids),
-        "fast_path_recall": round(flow.recall(laundering_ids, fast_ids), 4),
-    }
-    (settings.out_dir / "run_summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
-    console.print(render_run_summary(summary))
-    console.print(f"reports: {settings.out_dir / flow.REPORTS_DIRNAME}")
-    console.print(f"recall of planted laundering transactions among alerts: "
-                  f"{flow.recall(laundering_ids, alerted):.3f} ({summary['laundering_alerted']}/{len(laundering_ids)})")
-
-
-def _fail(message: str) -> int:
-    console.print(f"[red]error:[/red] {message}")
-    return 1
+    _print_run(result.run)
 
 
 @app.command()
 def trace(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT, e.g. 010/8000EBD30")],
-    hops: Annotated[int, typer.Option(min=1, max=5)] = 5,
-    direction: str = "out",
-    fanout_cap: int = 50,
-    start: Optional[str] = None,
-    end: Optional[str] = None,
-    out: Path = Path("out"),
+    hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS,
+                                                help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
+    direction: Annotated[str, typer.Option(help="out, in or both")] = "out",
+    fanout_cap: Annotated[Optional[int], typer.Option(min=1, help="[default: AUDITFLOW_TRACE_FANOUT_CAP, else 50]")] = None,
+    start: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,
+    end: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="run folder holding graph.jsonl [default: AUDITFLOW_OUT_DIR]")] = None,
 ) -> None:
     """Analyst query: a multi-hop evidence trace from an account, as JSON."""
     from evidence_graph import trace_evidence
 
-    settings = _settings(out=out)
+    settings = _settings(out_dir=out, trace_hops=hops, trace_fanout_cap=fanout_cap)
     window = None
     if start or end:
-        parse = lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M") if s else None  # noqa: E731
+        def parse(text: str | None) -> datetime | None:
+            try:
+                return datetime.strptime(text, "%Y-%m-%dT%H:%M") if text else None
+            except ValueError:
+                raise _fail(f"{text!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
+
         window = (parse(start), parse(end))
-    with settings.open_graph() as store:
-        t = trace_evidence(store, account, max_hops=hops, direction=direction, fanout_cap=fanout_cap, window=window)
+    try:
+        with flow.open_graph(settings) as store:
+            t = trace_evidence(store, account, max_hops=settings.trace_hops, direction=direction,
+                               fanout_cap=settings.trace_fanout_cap, window=window)
+    except ValueError as e:
+        raise _fail(str(e), code=2) from None
     console.print_json(t.to_json())
 
 
 @app.command()
 def verify(
-    reports_dir: Annotated[Path, typer.Argument(exists=True, file_okay=False)] = Path("out/reports"),
+    reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
 ) -> None:
     """Check every report manifest (file hashes, HMAC) and the audit log's hash chain."""
     from reports import verify_audit_log, verify_manifest
 
-    key = Settings().signing_key_bytes
+    settings = _settings()
+    reports_dir = _existing_dir(reports_dir or settings.out_dir / flow.REPORTS_DIRNAME, "reports folder")
+    key = settings.signing_key_bytes
     table = Table("item", "problems")
     bad = 0
     for m in sorted(reports_dir.glob("*.manifest.json")):

@@ -45,9 +45,33 @@ def currency_scale(currency: str, *, field: str = "currency") -> int:
         raise FieldError(field, currency, "unknown currency") from None
 
 
-@dataclass(frozen=True, slots=True, order=True)
+class CurrencyMismatchError(TypeError, ValueError):
+    """Two amounts in different currencies were added or ordered: convert one first.
+
+    A ``TypeError`` like any unorderable pair, and a ``ValueError`` as before for addition."""
+
+    def __init__(self, op: str, left: Money, right: Money) -> None:
+        super().__init__(
+            f"cannot {op} {left.currency} and {right.currency} amounts "
+            f"({left!r}, {right!r}): currencies differ, convert one first"
+        )
+        self.left, self.right = left, right
+
+
+@dataclass(frozen=True, slots=True)
 class Money:
-    """An exact amount: ``units`` of 10**-scale of ``currency``."""
+    """An exact amount: ``units`` of 10**-scale of ``currency``.
+
+    Equality is structural (amounts in different currencies are simply unequal); ordering
+    (``<``, ``<=``, ``>``, ``>=``) and addition only exist within one currency and raise
+    :class:`CurrencyMismatchError` naming both currencies otherwise.
+
+    >>> Money("Euro", 100) < Money("Euro", 250), Money("Euro", 1) == Money("US Dollar", 1)
+    (True, False)
+    >>> Money("Euro", 1) < Money("US Dollar", 0)
+    Traceback (most recent call last):
+    auditflow.money.CurrencyMismatchError: cannot compare Euro and US Dollar amounts (Money(currency='Euro', units=1), Money(currency='US Dollar', units=0)): currencies differ, convert one first
+    """
 
     currency: str
     units: int
@@ -65,10 +89,34 @@ class Money:
     def to_decimal(self) -> Decimal:
         return Decimal(self.units).scaleb(-self.scale)
 
+    def _same_currency_units(self, other: object, op: str) -> int:
+        if not isinstance(other, Money):
+            return NotImplemented  # type: ignore[return-value]
+        if other.currency != self.currency:
+            raise CurrencyMismatchError(op, self, other)
+        return other.units
+
+    def __lt__(self, other: object) -> bool:
+        units = self._same_currency_units(other, "compare")
+        return NotImplemented if units is NotImplemented else self.units < units
+
+    def __le__(self, other: object) -> bool:
+        units = self._same_currency_units(other, "compare")
+        return NotImplemented if units is NotImplemented else self.units <= units
+
+    def __gt__(self, other: object) -> bool:
+        units = self._same_currency_units(other, "compare")
+        return NotImplemented if units is NotImplemented else self.units > units
+
+    def __ge__(self, other: object) -> bool:
+        units = self._same_currency_units(other, "compare")
+        return NotImplemented if units is NotImplemented else self.units >= units
+
     def __add__(self, other: Money) -> Money:
-        if not isinstance(other, Money) or other.currency != self.currency:
-            raise ValueError(f"cannot add {other!r} to {self!r}: currencies differ")
-        return Money(self.currency, self.units + other.units)
+        units = self._same_currency_units(other, "add")
+        if units is NotImplemented:
+            return NotImplemented
+        return Money(self.currency, self.units + units)
 
 
 def parse_amount(text: str, currency: str, *, field: str) -> Money:

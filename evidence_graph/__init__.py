@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from auditflow.graph_url import graph_backend  # the URL rule Settings validates with
 from evidence_graph.embedded import NetworkxGraphStore
 from evidence_graph.graph_features import (
     GRAPH_FEATURE_DESCRIPTIONS,
@@ -50,9 +51,6 @@ __all__ = [
     "trace_evidence",
 ]
 
-_BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
-
-
 def __getattr__(name: str) -> Any:
     if name == "Neo4jGraphStore":  # lazy: the driver takes half a second to import
         from evidence_graph.neo4j_store import Neo4jGraphStore
@@ -62,17 +60,14 @@ def __getattr__(name: str) -> Any:
 
 
 def open_store(url: str, **options: Any) -> GraphStore:
-    """Open a store from a URL: ``memory:``, ``embedded:PATH`` or a Bolt URI (``bolt://...``,
-    ``neo4j://...``). ``options`` go to the backend's constructor."""
-    if url == "memory:":
+    """Open a store from a URL: ``memory:``, ``embedded:PATH`` or a Neo4j URI (``bolt://``,
+    ``bolt+s://``, ``bolt+ssc://``, ``neo4j://``, ``neo4j+s://``, ``neo4j+ssc://``; see
+    :mod:`auditflow.graph_url`). ``options`` go to the backend's constructor."""
+    backend = graph_backend(url)  # ValueError naming the URL when it names no backend
+    if backend == "memory":
         return NetworkxGraphStore(**options)
-    if url.startswith("embedded:"):
-        path = url.removeprefix("embedded:")
-        if not path:
-            raise ValueError(f"graph url {url!r}: expected embedded:PATH")
-        return NetworkxGraphStore(path, **options)
-    if url.startswith(_BOLT_SCHEMES):
-        from evidence_graph.neo4j_store import Neo4jGraphStore
+    if backend == "embedded":
+        return NetworkxGraphStore(url.removeprefix("embedded:"), **options)
+    from evidence_graph.neo4j_store import Neo4jGraphStore
 
-        return Neo4jGraphStore(url, **options)
-    raise ValueError(f"graph url {url!r}: expected memory:, embedded:PATH or bolt://HOST:PORT")
+    return Neo4jGraphStore(url, **options)

@@ -20,13 +20,13 @@ Schema (created at start, idempotently)::
 
 A ``namespace`` suffixes the label and relationship type (``Account_ns``, ``TX_ns``) so several
 independent graphs (tests, experiments) can share one server; :meth:`Neo4jGraphStore.drop`
-removes one. The URI defaults to ``$AUDITFLOW_NEO4J_URI``, else ``bolt://127.0.0.1:7687``;
-``user=None`` connects without authentication.
+removes one. The URI is the caller's (the app passes ``Settings.neo4j_uri`` / ``graph_url``;
+this module reads no environment), else ``bolt://127.0.0.1:7687``; ``user=None`` connects
+without authentication.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -46,7 +46,6 @@ from evidence_graph.store import (
 )
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
-URI_ENV = "AUDITFLOW_NEO4J_URI"
 WRITE_BATCH = 1_000
 FRONTIER_BATCH = 500
 _INT64 = 2**63 - 1
@@ -113,7 +112,7 @@ class Neo4jGraphStore(GraphStore):
             raise ValueError(f"namespace={namespace!r}: expected letters, digits and _ (max 48)")
         if write_batch < 1:
             raise ValueError(f"write_batch={write_batch!r}: expected a positive int")
-        self.uri = uri or os.environ.get(URI_ENV) or DEFAULT_URI
+        self.uri = uri or DEFAULT_URI
         self.user = user
         self._password = password
         self.database = database

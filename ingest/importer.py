@@ -18,12 +18,11 @@ With the answer key (``*_Patterns.txt``) the summary also counts attempts per ty
 many answer-key rows match an accepted transaction by :func:`ingest.amlworld.row_key` of the
 canonical row (so ``3697.3`` and ``3697.30`` match).
 
-Command line: ``python -m ingest.importer HI-Small_Trans.csv out/ --patterns HI-Small_Patterns.txt``.
+Command line: ``auditflow import HI-Small_Trans.csv --out out/import --patterns HI-Small_Patterns.txt``.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from collections import Counter
@@ -228,19 +227,3 @@ def import_amlworld(
     summary.pattern_rows_matched = sum(key_counts[k] for k in matched)
     (out / SUMMARY_NAME).write_text(summary.to_json() + "\n", encoding="utf-8")
     return summary
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ingest.importer", description=__doc__.split("\n")[0])
-    ap.add_argument("trans_csv")
-    ap.add_argument("out_dir")
-    ap.add_argument("--patterns")
-    ap.add_argument("--limit", type=int)
-    args = ap.parse_args(argv)
-    summary = import_amlworld(args.trans_csv, args.out_dir, args.patterns, args.limit)
-    print(summary.render())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

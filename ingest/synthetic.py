@@ -75,7 +75,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import math
 import random
@@ -811,34 +810,3 @@ def write_dataset(dataset: Dataset, out_dir: str | Path, name: str = "synthetic"
     write_transactions(trans, dataset.events)
     write_patterns(patterns, dataset.attempts)
     return trans, patterns
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ingest.synthetic", description=__doc__.split("\n")[0])
-    ap.add_argument("out_dir")
-    ap.add_argument("--accounts", type=int, default=2000)
-    ap.add_argument("--days", type=int, default=3)
-    ap.add_argument("--laundering-rate", type=float, default=0.001)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--start", type=datetime.fromisoformat, default=datetime(2022, 9, 1))
-    ap.add_argument("--tx-per-account-day", type=float, default=4.5)
-    ap.add_argument("--name", default="synthetic")
-    args = ap.parse_args(argv)
-    ds = generate(
-        args.accounts,
-        args.days,
-        args.laundering_rate,
-        args.seed,
-        args.start,
-        tx_per_account_day=args.tx_per_account_day,
-    )
-    trans, patterns = write_dataset(ds, args.out_dir, args.name)
-    print(
-        f"{trans}: {len(ds.events)} rows, {ds.laundering_count} laundering "
-        f"({ds.laundering_rate:.4%}); {patterns}: {len(ds.attempts)} attempts"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

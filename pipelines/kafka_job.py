@@ -41,7 +41,7 @@ CHECKPOINT_INTERVAL_MS = 5_000
 
 
 def connector_jar(settings: Settings) -> str:
-    jar = settings.flink_kafka_jar or os.environ.get("AUDITFLOW_FLINK_KAFKA_JAR")
+    jar = settings.flink_kafka_jar
     if not jar or not Path(jar).is_file():
         raise FileNotFoundError(
             f"flink-sql-connector-kafka jar not found (AUDITFLOW_FLINK_KAFKA_JAR={jar!r}); "
@@ -149,13 +149,14 @@ def submit_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True
     """Submit this module to the Flink session cluster with ``flink run -py`` and wait for it.
 
     Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
-    (from ``FLINK_HOME``, else the one inside the installed ``pyflink`` package) with the
-    cluster's configuration (``FLINK_CONF_DIR``, else ``AUDITFLOW_FLINK_CONF_DIR``) and the
-    REST address from settings. Raises ``RuntimeError`` with the client's output on failure.
+    (``settings.flink_home``: ``AUDITFLOW_FLINK_HOME`` or ``FLINK_HOME``, else the one inside the
+    installed ``pyflink`` package) with the cluster's configuration (``settings.flink_conf_dir``:
+    ``AUDITFLOW_FLINK_CONF_DIR`` or ``FLINK_CONF_DIR``) and the REST address from settings.
+    Raises ``RuntimeError`` with the client's output on failure.
     """
     import pyflink
 
-    flink_home = os.environ.get("FLINK_HOME") or os.path.dirname(os.path.abspath(pyflink.__file__))
+    flink_home = str(settings.flink_home or os.path.dirname(os.path.abspath(pyflink.__file__)))
     rest = urlparse(settings.flink_rest)
     cmd = [
         os.path.join(flink_home, "bin", "flink"), "run",
@@ -167,11 +168,10 @@ def submit_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True
         cmd.append("--bounded")
     if settings.graph_namespace:
         cmd += ["--graph-namespace", settings.graph_namespace]
-    env = dict(os.environ)
-    env.setdefault("FLINK_HOME", flink_home)
-    conf_dir = os.environ.get("FLINK_CONF_DIR") or os.environ.get("AUDITFLOW_FLINK_CONF_DIR")
-    if conf_dir:
-        env["FLINK_CONF_DIR"] = conf_dir
+    env = dict(os.environ)  # passed through to the client process; configuration comes from settings
+    env["FLINK_HOME"] = flink_home
+    if settings.flink_conf_dir:
+        env["FLINK_CONF_DIR"] = str(settings.flink_conf_dir)
     env["AUDITFLOW_FLINK_KAFKA_JAR"] = connector_jar(settings)
     for name, value in settings.model_dump(mode="json", exclude={"signing_key", "neo4j_password"}).items():
         if value is not None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from auditflow.errors import FieldError
 from auditflow.records import RejectedRecord, TransactionEvent
 from ingest.amlworld import TYPOLOGIES, format_row, read_transactions, row_key
-from ingest.importer import ImportSummary, import_amlworld, main, write_rejects
+from ingest.importer import ImportSummary, import_amlworld, write_rejects
 from ingest.synthetic import write_dataset
 
 HEADER_LINE = (
@@ -173,12 +173,6 @@ def test_write_rejects_round_trip(tmp_path):
     assert write_rejects(path, iter(rejects)) == 2
     assert _rejects(path) == rejects
     assert write_rejects(tmp_path / "empty.jsonl", []) == 0
-
-
-def test_command_line(tmp_path, capsys):
-    src, _ = _messy_csv(tmp_path)
-    assert main([str(src), str(tmp_path / "out")]) == 0
-    assert "4 accepted, 5 rejected" in capsys.readouterr().out
 
 
 def test_summary_to_dict_is_json():

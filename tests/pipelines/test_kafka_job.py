@@ -53,7 +53,7 @@ def world(tmp_path_factory):
     yield {"root": root, "live": live, "live_csv": live_csv, "reference": reference, "embedded": embedded,
            "kafka": kafka, "produced": produced, "bad_offsets": bad_offsets, "suffix": suffix}
     delete_topics(kafka.kafka_bootstrap, topics)
-    with kafka.open_graph() as store:
+    with flow.open_graph(kafka) as store:
         store.drop()
 
 
@@ -64,7 +64,7 @@ def local_run(world):
                   graph_options=k.graph_options)
     alerts = consume_all(k.kafka_bootstrap, k.topic_alerts, timeout_s=120)
     dead = consume_all(k.kafka_bootstrap, k.topic_dlq, timeout_s=60)
-    with k.open_graph() as store:
+    with flow.open_graph(k) as store:
         counts = (store.node_count(), store.edge_count())
     return {"alerts": alerts, "dead": dead, "counts": counts}
 
@@ -105,14 +105,14 @@ def test_replay_from_the_beginning_changes_no_graph_counts(world, local_run):
     k = world["kafka"]
     run_kafka_job(k, str(world["root"] / "model"), bounded=True, group_id=f"g2-{world['suffix']}",
                   graph_options=k.graph_options)
-    with k.open_graph() as store:
+    with flow.open_graph(k) as store:
         assert (store.node_count(), store.edge_count()) == local_run["counts"]
 
 
 def test_neo4j_and_embedded_traces_are_identical(world, local_run):
     roots = sorted({ev.sender.node_id for ev, _ in world["reference"].candidates})[:15]
     assert roots
-    with world["kafka"].open_graph() as neo, world["embedded"].open_graph() as emb:
+    with flow.open_graph(world["kafka"]) as neo, flow.open_graph(world["embedded"]) as emb:
         for root in roots:
             a = trace_evidence(neo, root, max_hops=5, direction="out", fanout_cap=20)
             b = trace_evidence(emb, root, max_hops=5, direction="out", fanout_cap=20)

@@ -1,0 +1,297 @@
+"""The CLI through typer's runner: what each command writes and prints, checked against counts
+computed here from the files themselves; options left out fall back to AUDITFLOW_* settings."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from auditflow import cli
+from auditflow.records import EvidenceTrace, TransactionEvent
+from evidence_graph import NetworkxGraphStore
+from evidence_graph.testing import acct, chain, tx
+from ingest.amlworld import read_patterns, read_transactions, row_key
+from ingest.synthetic import generate
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """Tables wide enough that no cell wraps (the runner's terminal is 80 columns)."""
+    monkeypatch.setattr(cli, "console", Console(width=200))
+
+
+def invoke(*args: str) -> str:
+    result = runner.invoke(cli.app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def table_rows(output: str) -> dict[str, str]:
+    """``│ label │ value │`` rows of the printed tables -> {label: value}."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) == 2 and line.lstrip().startswith("│"):
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def data_rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------------------ generate
+
+
+def test_generate_writes_the_rows_and_answer_key_it_reports(tmp_path):
+    out = invoke("generate", "--out", tmp_path / "d", "--accounts", 60, "--days", 1, "--seed", 3, "--name", "t")
+    trans, patterns = tmp_path / "d" / "t_Trans.csv", tmp_path / "d" / "t_Patterns.txt"
+    rows = data_rows(trans)
+    laundering = [r for r in rows if r[-1] == "1"]
+    attempts = list(read_patterns(patterns))
+    assert f"wrote {len(rows)} transactions ({len(laundering)} laundering, {len(attempts)} attempts)" in out
+    assert len(attempts) == sum(1 for line in patterns.read_text().splitlines() if line.startswith("BEGIN"))
+    # every answer-key row is a laundering row of the CSV (the rest are lone laundering transfers)
+    laundering_keys = {row_key(r) for r in laundering}
+    key_rows = set().union(*(a.row_keys() for a in attempts))
+    assert key_rows and key_rows <= laundering_keys
+    # the same as the generator called directly with these arguments
+    ds = generate(accounts=60, days=1, seed=3)
+    assert (len(ds.events), ds.laundering_count, len(ds.attempts)) == (len(rows), len(laundering), len(attempts))
+
+
+def test_generate_takes_seed_and_out_dir_from_the_settings(tmp_path, monkeypatch):
+    invoke("generate", "--out", tmp_path / "s3", "--accounts", 40, "--days", 1, "--seed", 3)
+    invoke("generate", "--out", tmp_path / "s4", "--accounts", 40, "--days", 1, "--seed", 4)
+    monkeypatch.setenv("AUDITFLOW_SEED", "3")
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path / "envout"))
+    invoke("generate", "--accounts", 40, "--days", 1)  # no --seed, no --out
+    from_env = tmp_path / "envout" / "data" / "synthetic_Trans.csv"
+    assert sha(from_env) == sha(tmp_path / "s3" / "synthetic_Trans.csv")
+    assert sha(from_env) != sha(tmp_path / "s4" / "synthetic_Trans.csv")
+
+
+# ------------------------------------------------------------------ import
+
+BAD_LINES = [  # each is one rejected row
+    "2022/09/01 00:10,010,800A1,011,800B2,12.3.4,US Dollar,1.00,US Dollar,Wire,0",  # amount
+    "2022/09/01 00:11,010,800A1,011,800B2,1.00,Doubloon,1.00,US Dollar,Wire,0",  # currency
+    "not,a,row",  # column count
+]
+
+
+@pytest.fixture
+def messy_file(tmp_path) -> tuple[Path, Path]:
+    """A generated file plus three bad rows, and its answer key."""
+    gen = tmp_path / "gen"
+    invoke("generate", "--out", gen, "--accounts", 60, "--days", 1, "--seed", 5, "--name", "m")
+    src = tmp_path / "messy_Trans.csv"
+    src.write_text((gen / "m_Trans.csv").read_text() + "\n".join(BAD_LINES) + "\n")
+    return src, gen / "m_Patterns.txt"
+
+
+def expected_counts(src: Path) -> dict:
+    """Computed from the file with the csv module: good rows have 11 fields and a known currency."""
+    from auditflow.money import CURRENCIES
+
+    rows = data_rows(src)
+    good = [r for r in rows if len(r) == 11 and r[6] in CURRENCIES and r[8] in CURRENCIES and r[5].count(".") <= 1]
+    currencies: Counter[str] = Counter()
+    for r in good:
+        currencies[r[8]] += 1
+        if r[6] != r[8]:
+            currencies[r[6]] += 1
+    return {"rows_read": len(rows), "accepted": len(good), "rejected": len(rows) - len(good),
+            "laundering": sum(r[10] == "1" for r in good), "currencies": dict(currencies),
+            "payment_formats": dict(Counter(r[9] for r in good))}
+
+
+def test_import_prints_tables_with_the_counts_of_the_file(messy_file, tmp_path):
+    src, patterns = messy_file
+    want = expected_counts(src)
+    assert want["rejected"] == len(BAD_LINES)
+    out = invoke("import", src, "--out", tmp_path / "imp", "--patterns", patterns)
+    rows = table_rows(out)
+    assert rows["Rows read"] == f"{want['rows_read']:,}"
+    assert rows["Accepted"] == f"{want['accepted']:,}"
+    assert rows["Rejected"] == str(len(BAD_LINES))
+    assert rows["Laundering (accepted)"] == f"{want['laundering']:,}"
+    for currency, n in want["currencies"].items():
+        assert rows[currency] == f"{n:,}"
+    for fmt, n in want["payment_formats"].items():
+        assert rows[fmt] == f"{n:,}"
+    attempts = list(read_patterns(patterns))
+    assert rows["Attempts"] == str(len(attempts))
+    assert "ImportSummary(" not in out and '"rows_read"' not in out  # a table, not a repr or JSON
+    rejects = (tmp_path / "imp" / "rejects.jsonl").read_text().splitlines()
+    assert len(rejects) == len(BAD_LINES)
+
+
+def test_import_json_parses_and_matches_the_file(messy_file, tmp_path):
+    src, _ = messy_file
+    want = expected_counts(src)
+    out = invoke("import", src, "--out", tmp_path / "imp", "--json")
+    got = json.loads(out)
+    assert {k: got[k] for k in want} == want
+    assert got == json.loads((tmp_path / "imp" / "import_summary.json").read_text())
+
+
+def test_import_defaults_to_the_configured_out_dir(messy_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path / "cfg"))
+    invoke("import", messy_file[0], "--json")
+    assert (tmp_path / "cfg" / "import" / "messy_Trans.csv").is_file()
+
+
+# ------------------------------------------------------------------ train
+
+
+def test_train_prints_tables_with_the_files_counts(trained):
+    report = json.loads((trained.model_dir / "training_report.json").read_text())
+    assert report["seed"] == 3  # from AUDITFLOW_SEED: no --seed given
+    rows = data_rows(trained.csv)
+    assert sum(s["n_events"] for s in report["splits"]) == len(rows)
+    assert sum(s["n_positive"] for s in report["splits"]) == sum(r[-1] == "1" for r in rows)
+    tables = trained.output
+    for split in report["splits"]:
+        assert re.search(rf"│ {split['name']}\s+│\s+{split['n_events']:,}\s+│\s+{split['n_positive']:,}\s+│", tables)
+    c = report["cascade_test"]
+    assert re.search(rf"│ cascade\s+│\s+{c['precision']:.3f}\s+│\s+{c['recall']:.3f}\s+│\s+{c['f1']:.3f}\s+│", tables)
+    assert table_rows(tables)["Seed"] == "3"
+    assert "{" not in tables  # tables, not a JSON dump
+
+
+def test_train_json_prints_the_report_and_defaults_follow_the_settings(tmp_path, monkeypatch, history):
+    calls = []
+
+    def fake_train(data, model_dir, settings):
+        calls.append((Path(data), Path(model_dir), settings.seed))
+        return {"seed": settings.seed, "cascade_test": {"f1": 0.5}, "total_seconds": 1.25}
+
+    monkeypatch.setattr(cli.flow, "train", fake_train)
+    monkeypatch.setenv("AUDITFLOW_SEED", "5")
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path / "cfg"))
+    out = invoke("train", history[1], "--json")
+    assert json.loads(out) == {"seed": 5, "cascade_test": {"f1": 0.5}, "total_seconds": 1.25}
+    assert calls == [(history[1], tmp_path / "cfg" / "model", 5)]
+    invoke("train", history[1], "--json", "--seed", "6", "--model-dir", tmp_path / "m")
+    assert calls[-1] == (history[1], tmp_path / "m", 6)
+
+
+# ------------------------------------------------------------------ trace
+
+
+@pytest.fixture
+def graph_dir(tmp_path) -> Path:
+    """A hand-built graph: A -> B -> C -> D -> E -> F -> G (minutes 0..5) and A -> X1, X2, X3
+    at minutes 1..3, so A's two earliest payments go to B and X1."""
+    run = tmp_path / "run"
+    run.mkdir()
+    store = NetworkxGraphStore(run / "graph.jsonl")
+    store.add_transactions([*chain("ABCDEFG"), *(tx(f"x{i}", "A", f"X{i}", i) for i in (1, 2, 3))])
+    store.close()
+    return run
+
+
+def trace_depths(*args: str) -> dict[str, int]:
+    t = EvidenceTrace.from_dict(json.loads(invoke("trace", acct("A"), *args)))
+    return {node.removeprefix("001/"): d for node, d in t.depths().items()}
+
+
+CHAIN = {"A": 0, "B": 1, "C": 2, "D": 3, "E": 4, "F": 5, "G": 6}
+XS = {"X1": 1, "X2": 1, "X3": 1}
+
+
+def upto(hops: int) -> dict[str, int]:
+    return {n: d for n, d in CHAIN.items() if d <= hops}
+
+
+def test_trace_returns_the_hand_built_paths(graph_dir):
+    assert trace_depths("--out", graph_dir) == {**upto(5), **XS}  # default: 5 hops, cap 50
+    assert trace_depths("--out", graph_dir, "--hops", 2) == {**upto(2), **XS}
+
+
+def test_trace_honours_the_configured_hops_and_fanout_cap(graph_dir, monkeypatch):
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(graph_dir))  # the graph is found through the settings
+    monkeypatch.setenv("AUDITFLOW_TRACE_HOPS", "2")
+    assert trace_depths() == {**upto(2), **XS}
+    assert trace_depths("--hops", 3) == {**upto(3), **XS}  # an option beats the environment
+    monkeypatch.setenv("AUDITFLOW_TRACE_FANOUT_CAP", "2")
+    assert trace_depths() == {**upto(2), "X1": 1}  # A keeps its 2 earliest payments: B and X1
+    assert trace_depths("--fanout-cap", 3) == {**upto(2), "X1": 1, "X2": 1}
+
+
+def test_trace_refuses_invalid_settings_naming_variable_and_value(graph_dir, monkeypatch):
+    monkeypatch.setenv("AUDITFLOW_TRACE_HOPS", "9")
+    result = runner.invoke(cli.app, ["trace", acct("A"), "--out", str(graph_dir)])
+    assert result.exit_code == 2
+    assert "AUDITFLOW_TRACE_HOPS='9'" in " ".join(result.output.split())
+
+
+# ------------------------------------------------------------------ verify
+
+
+@pytest.fixture
+def reports_dir(tmp_path, monkeypatch) -> Path:
+    """One signed report (hand-built alert, no pipeline) under the configured signing key."""
+    from reports import AuditLog, render_alert_report
+    from reports.testing import INPUT_SHA256, make_alert, make_reason_codes, make_trace
+
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY", "cli-test-key")
+    out = tmp_path / "reports"
+    m = render_alert_report(make_alert(), make_trace(), make_reason_codes(), out_dir=out, input_sha256=INPUT_SHA256,
+                            code_version="test", seed=7, signing_key=b"cli-test-key")
+    AuditLog(out / "audit_log.jsonl").append("report", {"report_id": m.report_id})
+    return out
+
+
+def test_verify_passes_then_fails_on_a_tampered_manifest(reports_dir):
+    out = invoke("verify", reports_dir)
+    assert "problems" in out and out.count("ok") == 2
+    manifest = next(reports_dir.glob("*.manifest.json"))
+    d = json.loads(manifest.read_text())
+    d["seed"] = 8
+    manifest.write_text(json.dumps(d))
+    result = runner.invoke(cli.app, ["verify", str(reports_dir)])
+    assert result.exit_code == 1
+    assert "ok" in result.output  # the audit log is still fine; the manifest is not
+
+
+def test_verify_uses_the_configured_key(reports_dir, monkeypatch):
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY", "another-key")
+    assert runner.invoke(cli.app, ["verify", str(reports_dir)]).exit_code == 1
+
+
+# ------------------------------------------------------------------ run (one Flink job)
+
+
+@pytest.mark.flink
+def test_run_counts_balance_on_a_memory_graph(model_dir, tmp_path, monkeypatch):
+    """"Processed" is the job's own count: with a ``memory:`` graph (nothing the CLI could count
+    edges in) the run still balances and writes its summary."""
+    invoke("generate", "--out", tmp_path, "--accounts", 80, "--days", 1, "--seed", 9, "--name", "live")
+    csv_path = tmp_path / "live_Trans.csv"
+    with open(csv_path, "a") as fh:
+        fh.write(BAD_LINES[0] + "\n")
+    monkeypatch.setenv("AUDITFLOW_GRAPH_URL", "memory:")
+    out = invoke("run", csv_path, "--model-dir", model_dir, "--out", tmp_path / "run", "--max-reports", 1)
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    rows = data_rows(csv_path)
+    good = sum(1 for e in read_transactions(csv_path) if isinstance(e, TransactionEvent))
+    assert (summary["events_in"], summary["processed"], summary["rejected"]) == (len(rows), good, 1)
+    assert "count check failed" not in out
+    assert f"{summary['events_in']} in = {summary['processed']} processed + 1 rejected" in out

@@ -1,0 +1,166 @@
+"""flow's typed run result, without Flink: the stream job's output is stood in for by the
+plain-Python feature reference and the same fast-path scorer, then flow.report_stream runs the
+real deep path, reports and files. Counts and recall are checked against the CSV itself."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from auditflow import cli, flow
+from auditflow.records import EvidenceTrace, RejectedRecord, TransactionEvent
+from auditflow.settings import Settings
+from auditflow.version import SOURCE_ROOT, code_version
+from evidence_graph import open_store
+from ingest.amlworld import read_transactions
+from ingest.synthetic import generate, write_dataset
+
+REJECTS = [
+    RejectedRecord("x.csv", 3, "a,b", "row", "a,b", "expected 11 fields"),
+    RejectedRecord("x.csv", 9, "", "row", "", "blank line"),
+]
+
+
+def stream_of(records_in: int, processed: int, rejects=REJECTS, candidates=()) -> flow.StreamResult:
+    return flow.StreamResult(records_in, processed, list(rejects), list(candidates), 0.0)
+
+
+def test_a_count_mismatch_raises_after_writing_rejects_and_before_the_deep_path(tmp_path):
+    settings = Settings(out_dir=tmp_path / "run")
+    with pytest.raises(flow.CountMismatch) as err:
+        flow.report_stream(stream_of(10, 7), tmp_path / "none.csv", tmp_path / "no-model", settings)
+    e = err.value
+    assert (e.records_in, e.processed, e.rejected) == (10, 7, 2)
+    assert "10 in != 7 processed + 2 rejected (+1 unaccounted)" in str(e)
+    paths = flow.RunPaths.under(tmp_path / "run")
+    assert e.paths == paths
+    got = [RejectedRecord.from_dict(json.loads(line)) for line in paths.rejects.read_text().splitlines()]
+    assert got == REJECTS
+    assert paths.fast_alerts.read_text() == ""
+    assert not paths.alerts.exists() and not paths.summary.exists()  # the deep path never ran
+
+
+def test_balanced_counts_pass_the_check(tmp_path):
+    flow.check_counts(stream_of(9, 7), flow.RunPaths.under(tmp_path))
+    with pytest.raises(flow.CountMismatch):
+        flow.check_counts(stream_of(9, 8), flow.RunPaths.under(tmp_path))
+
+
+def test_the_cli_reports_a_count_mismatch_and_exits_1(tmp_path, monkeypatch):
+    monkeypatch.setattr(flow, "run_stream", lambda data, model_dir, settings: stream_of(5, 1))
+    (tmp_path / "model").mkdir()
+    data = tmp_path / "in.csv"
+    data.write_text("header\n")
+    result = CliRunner().invoke(cli.app, ["run", str(data), "--model-dir", str(tmp_path / "model"),
+                                          "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "count check failed: 5 in != 1 processed + 2 rejected" in " ".join(result.output.split())
+
+
+# ------------------------------------------------------------------ a whole run, Flink stood in
+
+
+def csv_labels(path: Path) -> dict[str, bool]:
+    """event id -> Is Laundering, from the events the codec reads (ids are per line)."""
+    return {e.event_id: e.is_laundering for e in read_transactions(path) if isinstance(e, TransactionEvent)}
+
+
+def reference_stream(csv_path: Path, model_dir: Path, settings: Settings) -> flow.StreamResult:
+    """What the file job computes: parse, features in event-time order, fast-path score >= the
+    candidate threshold, every event written to the graph."""
+    from model_service.fast_path import fast_path_scorer
+    from pipelines.features import iter_features
+
+    events, rejects = flow.read_events(csv_path)
+    with open_store(settings.effective_graph_url) as store:
+        store.add_transactions(events)
+    score, threshold, *_ = fast_path_scorer(str(model_dir))
+    alerts = [json.dumps({"event": ev.to_dict(), "features": list(vec.items())})
+              for ev, vec in iter_features(events)
+              if float(score([list(vec.values())])[0]) >= threshold]
+    with open(csv_path) as fh:
+        records_in = sum(1 for _ in fh) - 1
+    return flow.StreamResult(records_in, len(events), rejects, flow.candidates_from_fast_alerts(alerts), 0.0)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> Path:
+    ds = generate(accounts=200, days=2, laundering_rate=0.03, seed=8)
+    csv_path, _ = write_dataset(ds, tmp_path_factory.mktemp("live"), name="live")
+    with open(csv_path, "a") as fh:
+        fh.write("2022/09/01 00:10,010,800A1,011,800B2,12.3.4,US Dollar,1.00,US Dollar,Wire,0\n")
+    return csv_path
+
+
+@pytest.fixture
+def run(tmp_path, model_dir, live) -> tuple[flow.RunResult, Settings]:
+    settings = Settings(out_dir=tmp_path / "run", seed=3)
+    stream = reference_stream(live, model_dir, settings)
+    return flow.report_stream(stream, live, model_dir, settings, max_reports=2), settings
+
+
+def test_run_result_counts_recall_and_files(run, live):
+    result, settings = run
+    labels = csv_labels(live)
+    with open(live, newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    assert result.events_in == len(rows) == result.processed + result.rejected
+    assert (result.processed, result.rejected) == (len(labels), 1)
+    # recall among the alerts, computed from the written alerts.jsonl and the CSV's own labels
+    alerts = [json.loads(line) for line in result.paths.alerts.read_text().splitlines()]
+    alerted = {a["event"]["event_id"] for a in alerts}
+    planted = {eid for eid, bad in labels.items() if bad}
+    assert planted and alerted
+    assert result.laundering_ids == planted
+    assert result.laundering_alerted == len(planted & alerted)
+    assert result.recall == len(planted & alerted) / len(planted)
+    fast = [json.loads(line)["event"]["event_id"] for line in result.paths.fast_alerts.read_text().splitlines()]
+    assert result.fast_path_recall == len(planted & set(fast)) / len(planted)
+    assert set(alerted) <= set(fast)
+    # the summary file is the result's, and its numbers are the ones computed here
+    summary = json.loads(result.paths.summary.read_text())
+    assert summary == json.loads(json.dumps(result.summary()))
+    assert (summary["events_in"], summary["processed"], summary["rejected"]) == (len(rows), len(labels), 1)
+    assert (summary["laundering_planted"], summary["alerts"]) == (len(planted), len(alerts))
+    pdfs = sorted(result.paths.reports_dir.glob("*.pdf"))
+    assert len(pdfs) == result.reports_written == min(2, len(alerts))
+    assert [a["report"] for a in alerts if a["report"]] == [str(c.report_pdf) for c in result.cases if c.report_pdf]
+
+
+def test_reports_record_the_code_version_of_the_checkout(run):
+    result, _ = run
+    manifests = [json.loads(p.read_text()) for p in result.paths.reports_dir.glob("*.manifest.json")]
+    assert manifests and {m["code_version"] for m in manifests} == {code_version()}
+    if (SOURCE_ROOT / ".git").exists():  # a checkout: git describe, naming a commit that exists
+        version = code_version()
+        match = re.fullmatch(r"(?:.+-g)?([0-9a-f]{12})(-dirty)?", version)
+        assert match, version
+        subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "--verify", "--quiet", f"{match[1]}^{{commit}}"],
+                       check=True, capture_output=True)
+
+
+def test_recall_is_zero_when_nothing_was_planted(tmp_path, model_dir, live):
+    settings = Settings(out_dir=tmp_path / "run")
+    stream = reference_stream(live, model_dir, settings)
+    result = flow.report_stream(stream, live, model_dir, settings, max_reports=0, laundering_ids=[])
+    assert (result.recall, result.laundering_alerted, result.reports_written) == (0.0, 0, 0)
+    assert json.loads(result.paths.summary.read_text())["laundering_planted"] == 0
+
+
+@pytest.mark.parametrize("minutes", [1, 90])
+def test_the_deep_path_traces_over_the_configured_horizon(tmp_path, model_dir, live, minutes):
+    settings = Settings(out_dir=tmp_path / "run", trace_horizon_minutes=minutes)
+    result = flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=1)
+    case = next(c for c in result.cases if c.report_pdf)
+    trace = EvidenceTrace.from_dict(json.loads(
+        (result.paths.reports_dir / f"{case.alert.alert_id}.trace.json").read_text()))
+    t = case.alert.event.timestamp
+    assert (trace.window_start, trace.window_end) == (t, t + timedelta(minutes=minutes))
+    assert all(t <= e.timestamp <= t + timedelta(minutes=minutes) for e in trace.edges)
