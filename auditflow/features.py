@@ -3,45 +3,42 @@ model input. The stream job (:mod:`pipelines.features`) and the graph side
 (:mod:`evidence_graph.graph_features`) compute them; the model service trains on them and turns
 them into reason codes; the reports print their descriptions.
 
+The stream features are the multi-scale v2 set: per account, counts, USD sums, fan-out/fan-in,
+pass-through and net outflow in each of :data:`auditflow.limits.FEATURE_WINDOWS` (1 h, 24 h,
+7 days), then velocity, counterparty novelty, the other-way flow, amount history and lifetime
+(exact semantics: :mod:`pipelines.features`).
+
 >>> FEATURE_NAMES[:2], len(FEATURE_NAMES) == len(set(FEATURE_NAMES))
 (('amount_usd', 'cross_currency'), True)
 >>> set(FEATURE_DESCRIPTIONS) == set(FEATURE_NAMES), set(GRAPH_FEATURE_DESCRIPTIONS) == set(GRAPH_FEATURE_NAMES)
 (True, True)
+>>> len(ACCOUNT_FEATURES), len(FEATURE_NAMES), ACCOUNT_FEATURES[:3]
+(37, 80, ('out_n_1h', 'in_n_1h', 'out_usd_1h'))
+>>> FEATURE_DESCRIPTIONS["snd_out_n_24h"]
+'sender: outgoing transfers in the last 24 hours'
 """
 
 from __future__ import annotations
 
-from auditflow.limits import CYCLE_MAX_PATH_HOPS, MAX_LONG_COUNTERPARTIES, RECENT_LEGS
+from auditflow.limits import CYCLE_MAX_PATH_HOPS, FEATURE_WINDOWS, LONG_WINDOW_MINUTES, RECENT_LEGS
+
+#: The per-window aggregates, repeated for each window suffix of ``FEATURE_WINDOWS`` in order.
+WINDOW_FEATURES = ("out_n", "in_n", "out_usd", "in_usd", "out_cp", "in_cp", "pass", "net")
+#: The windows (suffixes of ``FEATURE_WINDOWS``) of ``cp_legs_*`` and ``new_frac_*``.
+COUNTERPARTY_WINDOWS = ("24h", "7d")
 
 #: Per-account features, one value each as of the leg (the leg included unless said otherwise).
-ACCOUNT_FEATURES = (
-    # 24h window (``window_minutes``) aggregates
-    "out_n",
-    "out_usd",
-    "out_cp",
-    "in_n",
-    "in_usd",
-    "in_cp",
-    "n_1h",
+ACCOUNT_FEATURES: tuple[str, ...] = (
+    *(f"{f}_{s}" for s, _ in FEATURE_WINDOWS for f in WINDOW_FEATURES),
+    "burst",
     "gap_min",
-    # this leg's counterparty
-    "cp_legs",
+    *(f"cp_legs_{s}" for s in COUNTERPARTY_WINDOWS),
     "cp_new",
-    "new_cp_frac",
-    "new_out_n",
-    "new_in_n",
-    # 7-day counterparty memory
-    "out_cp_7d",
-    "in_cp_7d",
-    # flow balance: money in vs money out
-    "pass_ratio",
-    "net_out",
+    *(f"new_frac_{s}" for s in COUNTERPARTY_WINDOWS),
     "since_opp_min",
     "opp_ratio",
-    # this amount against the account's own history
     "amt_vs_med",
     "same_amt",
-    # account lifetime in the stream
     "age_min",
     "n_life",
 )
@@ -52,45 +49,80 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"rcv_{f}" for f in ACCOUNT_FEATURES),
 )
 
+
+def span_text(minutes: int) -> str:
+    """A window length as an investigator reads it.
+
+    >>> [span_text(m) for m in (60, 90, 1440, 10080, 180, 2880)]
+    ['hour', '90 minutes', '24 hours', '7 days', '3 hours', '2 days']
+    """
+    if minutes == 60:
+        return "hour"
+    if minutes % 1440 == 0 and minutes > 1440:
+        return f"{minutes // 1440} days"
+    if minutes % 60 == 0:
+        return f"{minutes // 60} hours"
+    return f"{minutes} minutes"
+
+
+_SPAN = {s: span_text(m) for s, m in FEATURE_WINDOWS}
+_LONG = span_text(LONG_WINDOW_MINUTES)
+
 FEATURE_DESCRIPTIONS: dict[str, str] = {
-    "amount_usd": "log(1 + amount paid in USD)",
+    "amount_usd": "amount paid, in USD",
     "cross_currency": "paid and received currencies differ",
     "self_transfer": "sender and receiver are the same account",
     "format": "payment format code",
     "hour": "hour of day",
     "round_amount": "amount paid is a multiple of 100",
 }
-for _side, _who, _this, _cp in (("snd", "sender", "this payment out", "payee"),
-                                ("rcv", "receiver", "this payment in", "payer")):
-    FEATURE_DESCRIPTIONS.update(
-        {
-            f"{_side}_out_n": f"{_who}: outgoing transfers in 24h",
-            f"{_side}_out_usd": f"{_who}: log(1 + USD sent in 24h)",
-            f"{_side}_out_cp": f"{_who}: distinct payees in 24h (fan-out)",
-            f"{_side}_in_n": f"{_who}: incoming transfers in 24h",
-            f"{_side}_in_usd": f"{_who}: log(1 + USD received in 24h)",
-            f"{_side}_in_cp": f"{_who}: distinct payers in 24h (fan-in)",
-            f"{_side}_n_1h": f"{_who}: transfers in the last hour (velocity)",
-            f"{_side}_gap_min": f"{_who}: minutes since previous transfer",
-            f"{_side}_cp_legs": f"{_who}: transfers with this {_cp} in 24h, {_this} included",
-            f"{_side}_cp_new": f"{_who}: first dealing with this {_cp} in 7 days (either direction)",
-            f"{_side}_new_cp_frac": f"{_who}: share of its transfers in 24h that were with new counterparties",
-            f"{_side}_new_out_n": f"{_who}: transfers to new payees in 24h",
-            f"{_side}_new_in_n": f"{_who}: transfers from new payers in 24h",
-            f"{_side}_out_cp_7d": f"{_who}: distinct payees in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
-            f"{_side}_in_cp_7d": f"{_who}: distinct payers in 7 days (capped at {MAX_LONG_COUNTERPARTIES})",
-            f"{_side}_pass_ratio": f"{_who}: min(in, out) / max(in, out) of USD moved in 24h (pass-through)",
-            f"{_side}_net_out": f"{_who}: (out - in) / (out + in) of USD moved in 24h",
-            f"{_side}_since_opp_min": f"{_who}: minutes since its last transfer the other way",
-            f"{_side}_opp_ratio": f"{_who}: this amount / its last transfer the other way in 24h (-1: none)",
-            f"{_side}_amt_vs_med": (
-                f"{_who}: this amount / median of its previous {RECENT_LEGS} transfers (-1: none)"
+for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "received"),
+                                        ("rcv", "receiver", "payer", "from", "sent")):
+    _d: dict[str, str] = {}
+    for _s, _ in FEATURE_WINDOWS:
+        _in = f"in the last {_SPAN[_s]}"
+        _d |= {
+            f"out_n_{_s}": f"{_who}: outgoing transfers {_in}",
+            f"in_n_{_s}": f"{_who}: incoming transfers {_in}",
+            f"out_usd_{_s}": f"{_who}: USD sent {_in}",
+            f"in_usd_{_s}": f"{_who}: USD received {_in}",
+            f"out_cp_{_s}": f"{_who}: distinct payees {_in} (fan-out)",
+            f"in_cp_{_s}": f"{_who}: distinct payers {_in} (fan-in)",
+            f"pass_{_s}": (
+                f"{_who}: pass-through {_in}: the smaller of USD received and USD sent over the larger "
+                "(1: as much out as in; 0: one way only)"
             ),
-            f"{_side}_same_amt": f"{_who}: of its previous {RECENT_LEGS} transfers, how many had this exact amount",
-            f"{_side}_age_min": f"{_who}: minutes since first seen (capped at 7 days)",
-            f"{_side}_n_life": f"{_who}: transfers since first seen",
+            f"net_{_s}": (
+                f"{_who}: net outflow {_in}: (USD sent - USD received) / (USD sent + USD received)"
+            ),
         }
-    )
+    _first, _last = FEATURE_WINDOWS[0][0], FEATURE_WINDOWS[-1][0]
+    _d |= {
+        "burst": (
+            f"{_who}: transfers in the last {_SPAN[_first]} against its average per {_SPAN[_first]} "
+            f"over the last {_SPAN[_last]} (1: steady, higher: a burst)"
+        ),
+        "gap_min": f"{_who}: minutes since its previous transfer (at most {_LONG})",
+    }
+    for _s in COUNTERPARTY_WINDOWS:
+        _d[f"cp_legs_{_s}"] = (
+            f"{_who}: transfers {_with} this {_cp} in the last {_SPAN[_s]}, this one included"
+        )
+    _d["cp_new"] = f"{_who}: first dealing with this {_cp} in {_LONG} (either direction)"
+    for _s in COUNTERPARTY_WINDOWS:
+        _d[f"new_frac_{_s}"] = (
+            f"{_who}: share of its transfers in the last {_SPAN[_s]} that were with counterparties new to it"
+        )
+    _d |= {
+        "since_opp_min": f"{_who}: minutes since it last {_other} money ({_LONG} if not in the last {_LONG})",
+        "opp_ratio": f"{_who}: this amount / the last amount it {_other} in the last {_LONG} (-1: none)",
+        "amt_vs_med": f"{_who}: this amount / median of its previous {RECENT_LEGS} transfers (-1: none)",
+        "same_amt": f"{_who}: of its previous {RECENT_LEGS} transfers, how many had this exact amount",
+        "age_min": f"{_who}: minutes since first seen (at most {_LONG}; {_LONG} idle starts it over)",
+        "n_life": f"{_who}: transfers since first seen ({_LONG} idle starts it over)",
+    }
+    assert tuple(_d) == ACCOUNT_FEATURES, "descriptions out of step with ACCOUNT_FEATURES"
+    FEATURE_DESCRIPTIONS |= {f"{_side}_{k}": v for k, v in _d.items()}
 
 # ---------------------------------------------------------------- graph features
 

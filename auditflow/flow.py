@@ -106,7 +106,7 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
     from pipelines.features import compute_features
 
     events, rejects = read_events(csv_path)
-    with_features = compute_features(events, settings.window_minutes)
+    with_features = compute_features(events)
     store = NetworkxGraphStore()
     store.add_transactions(events)
     window = settings.window_minutes

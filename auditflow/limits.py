@@ -5,6 +5,8 @@ Stream features, graph features, evidence traces and typology detection all read
 
 >>> DEFAULT_WINDOW_MINUTES, MAX_TRACE_HOPS, DEFAULT_FANOUT_CAP
 (1440, 5, 50)
+>>> FEATURE_WINDOWS
+(('1h', 60), ('24h', 1440), ('7d', 10080))
 """
 
 from __future__ import annotations
@@ -20,8 +22,15 @@ MINUTES_PER_DAY = 24 * MINUTES_PER_HOUR
 DEFAULT_WINDOW_MINUTES = MINUTES_PER_DAY
 #: The short (velocity) window of the stream features: one hour.
 SHORT_WINDOW_MINUTES = MINUTES_PER_HOUR
-#: The long window of the stream features (counterparty memory, account age): seven days.
+#: The long window of the stream features (and their state expiry, account age): seven days.
 LONG_WINDOW_MINUTES = 7 * MINUTES_PER_DAY
+#: The stream features' windows, shortest first: (name suffix, length in minutes). The last is the
+#: longest (``LONG_WINDOW_MINUTES``); each account keeps one buffer of legs for it.
+FEATURE_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("1h", SHORT_WINDOW_MINUTES),
+    ("24h", DEFAULT_WINDOW_MINUTES),
+    ("7d", LONG_WINDOW_MINUTES),
+)
 #: Evidence traces follow the money forward from the alerted transfer for this long.
 DEFAULT_TRACE_HORIZON = timedelta(days=3)
 #: Typology detection looks this far either side of the alerted transfer.
@@ -33,10 +42,9 @@ DEFAULT_TYPOLOGY_WINDOW = timedelta(days=3)
 MAX_TRACE_HOPS = 5
 #: Edges an evidence trace keeps per account and hop (earliest first) unless configured.
 DEFAULT_FANOUT_CAP = 50
-#: Per-account cap on legs kept in the stream feature window: bounds memory on hub accounts.
+#: Per-account cap on legs kept in the stream feature windows (all of them together, oldest
+#: dropped first): bounds memory on hub accounts.
 MAX_WINDOW_LEGS = 20_000
-#: Per account and direction: counterparties kept in the long-window memory.
-MAX_LONG_COUNTERPARTIES = 512
 #: Amounts kept per account for its median and repeated-amount count.
 RECENT_LEGS = 32
 #: Edges each account contributes to its graph features (earliest first).

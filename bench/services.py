@@ -266,7 +266,7 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
     live_csv, _ = write_dataset(live, work, name="kafka_live")
     n = len(live.events)
     score, threshold, _ = load_fast_path(model_dir)[:3]
-    expected_ids = {ev.event_id for ev, vec in iter_features(live.events, settings.window_minutes)
+    expected_ids = {ev.event_id for ev, vec in iter_features(live.events)
                     if float(score([list(vec.values())])[0]) >= threshold}
     expected = len(expected_ids)
     try:

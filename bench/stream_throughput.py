@@ -89,7 +89,7 @@ def write_head(csv_path: Path, out: Path, rows: int) -> Path:
 # ------------------------------------------------------------------------------ python side
 
 
-def python_loop(csv_path: Path, model_dir: str, window: int) -> tuple[float, list[str]]:
+def python_loop(csv_path: Path, model_dir: str) -> tuple[float, list[str]]:
     """Per-event: parse, features, score a batch of 1, alert JSON. Returns (seconds, alert ids)."""
     from auditflow.flow import load_fast_path
     from auditflow.records import TransactionEvent
@@ -100,7 +100,7 @@ def python_loop(csv_path: Path, model_dir: str, window: int) -> tuple[float, lis
     ids: list[str] = []
     t0 = time.perf_counter()
     events = (e for e in read_transactions(csv_path) if isinstance(e, TransactionEvent))
-    for ev, vec in iter_features(events, window):
+    for ev, vec in iter_features(events):
         s = float(score([list(vec.values())])[0])
         if s >= threshold:
             alert_json(ev, s, vec, digest)
@@ -108,7 +108,7 @@ def python_loop(csv_path: Path, model_dir: str, window: int) -> tuple[float, lis
     return time.perf_counter() - t0, ids
 
 
-def python_batch(csv_path: Path, model_dir: str, window: int) -> tuple[float, list[str]]:
+def python_batch(csv_path: Path, model_dir: str) -> tuple[float, list[str]]:
     """The same loop, scoring BATCH rows per call with xgboost (vectorized ``inplace_predict``)."""
     from auditflow.records import TransactionEvent
     from ingest.amlworld import read_transactions
@@ -131,7 +131,7 @@ def python_batch(csv_path: Path, model_dir: str, window: int) -> tuple[float, li
 
     t0 = time.perf_counter()
     events = (e for e in read_transactions(csv_path) if isinstance(e, TransactionEvent))
-    for item in iter_features(events, window):
+    for item in iter_features(events):
         pending.append(item)
         if len(pending) >= BATCH:
             flush()
@@ -140,7 +140,7 @@ def python_batch(csv_path: Path, model_dir: str, window: int) -> tuple[float, li
     return time.perf_counter() - t0, ids
 
 
-def python_xgb_single(csv_path: Path, model_dir: str, window: int) -> float:
+def python_xgb_single(csv_path: Path, model_dir: str) -> float:
     """The loop scoring one row per xgboost call (what the job did before the pure-Python walker)."""
     from auditflow.records import TransactionEvent
     from ingest.amlworld import read_transactions
@@ -151,14 +151,14 @@ def python_xgb_single(csv_path: Path, model_dir: str, window: int) -> float:
     score, threshold, digest = cascade.fast_score_batch, cascade.candidate_threshold, cascade.digest
     t0 = time.perf_counter()
     events = (e for e in read_transactions(csv_path) if isinstance(e, TransactionEvent))
-    for ev, vec in iter_features(events, window):
+    for ev, vec in iter_features(events):
         s = float(score([list(vec.values())])[0])
         if s >= threshold:
             alert_json(ev, s, vec, digest)
     return time.perf_counter() - t0
 
 
-def python_stages(csv_path: Path, window: int) -> dict[str, float]:
+def python_stages(csv_path: Path) -> dict[str, float]:
     """Seconds of the loop's first stages alone: parse; parse + features."""
     from auditflow.records import TransactionEvent
     from ingest.amlworld import read_transactions
@@ -169,7 +169,7 @@ def python_stages(csv_path: Path, window: int) -> dict[str, float]:
         pass
     t1 = time.perf_counter()
     events = (e for e in read_transactions(csv_path) if isinstance(e, TransactionEvent))
-    for _ in iter_features(events, window):
+    for _ in iter_features(events):
         pass
     t2 = time.perf_counter()
     return {"parse only": t1 - t0, "parse + features only": t2 - t1}
@@ -186,13 +186,13 @@ def timed_job(fn, *args) -> tuple[float, float, object]:
     return wall, jvm_cpu_seconds() - c0, out
 
 
-def run_full(csv_path: Path, model_dir: str, window: int, graph_url: str | None = None, dummy: bool = False,
+def run_full(csv_path: Path, model_dir: str, graph_url: str | None = None, dummy: bool = False,
              parallelism: int = 1):
     from auditflow.flow import load_fast_path
     from pipelines.job import JobSpec, run_file_job
 
     factory = dummy_scorer_factory if dummy else functools.partial(load_fast_path, model_dir)
-    spec = JobSpec(graph_url=graph_url, scorer_factory=factory, window_minutes=window, parallelism=parallelism)
+    spec = JobSpec(graph_url=graph_url, scorer_factory=factory, parallelism=parallelism)
     return run_file_job(str(csv_path), spec)
 
 
@@ -255,7 +255,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         settings = Settings(out_dir=work, seed=args.seed)
-        window = settings.window_minutes
         hist = generate(accounts=hist_accounts, days=hist_days, laundering_rate=0.01, seed=args.seed + 1000)
         hist_csv, _ = write_dataset(hist, work, name="history")
         live = generate(accounts=accounts, days=days, seed=args.seed)
@@ -270,20 +269,20 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[setup] model trained in {train_s:.1f}s")
 
         # python side first (no JVM running yet)
-        py_s, py_ids = python_loop(live_csv, model_dir, window)
+        py_s, py_ids = python_loop(live_csv, model_dir)
         log(f"[python] loop {py_s:.2f}s")
-        pyb_s, pyb_ids = python_batch(live_csv, model_dir, window)
+        pyb_s, pyb_ids = python_batch(live_csv, model_dir)
         log(f"[python] batch {pyb_s:.2f}s")
-        stages = python_stages(live_csv, window) if breakdown else {}
+        stages = python_stages(live_csv) if breakdown else {}
         if breakdown:
-            stages["loop, xgboost batch of 1"] = python_xgb_single(live_csv, model_dir, window)
+            stages["loop, xgboost batch of 1"] = python_xgb_single(live_csv, model_dir)
 
         # flink side: cold tiny job (launches the JVM), warm tiny job (= startup), full job
-        cold_s, _, _ = timed_job(run_full, tiny_csv, model_dir, window)
+        cold_s, _, _ = timed_job(run_full, tiny_csv, model_dir)
         log(f"[flink] tiny job, cold JVM {cold_s:.2f}s")
-        startup_s, startup_cpu, _ = timed_job(run_full, tiny_csv, model_dir, window)
+        startup_s, startup_cpu, _ = timed_job(run_full, tiny_csv, model_dir)
         log(f"[flink] tiny job, warm {startup_s:.2f}s")
-        fl_s, fl_cpu, out = timed_job(run_full, live_csv, model_dir, window)
+        fl_s, fl_cpu, out = timed_job(run_full, live_csv, model_dir)
         log(f"[flink] full job {fl_s:.2f}s, JVM cpu {fl_cpu:.1f}s, {len(out.alerts)} alerts")
         if out.records_in != n or out.rejects:
             log(f"[flink] WARNING: records_in={out.records_in} rejects={len(out.rejects)} (expected {n}, 0)")
@@ -296,9 +295,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, fn, fargs in (
                 ("read csv only", run_partial, (live_csv, "read")),
                 ("read + parse only", run_partial, (live_csv, "parse")),
-                ("full, no scoring (flags nothing)", run_full, (live_csv, model_dir, window, None, True)),
-                ("full + graph writer (memory:)", run_full, (live_csv, model_dir, window, "memory:")),
-                ("full, parallelism 2", run_full, (live_csv, model_dir, window, None, False, 2)),
+                ("full, no scoring (flags nothing)", run_full, (live_csv, model_dir, None, True)),
+                ("full + graph writer (memory:)", run_full, (live_csv, model_dir, "memory:")),
+                ("full, parallelism 2", run_full, (live_csv, model_dir, None, False, 2)),
             ):
                 s, cpu, res = timed_job(fn, *fargs)
                 log(f"[flink] {name}: {s:.2f}s cpu {cpu:.1f}s")

@@ -1,48 +1,123 @@
-"""Per-account windowed stream features: the pure core the stream job and the trainer share.
+"""Per-account multi-scale stream features (v2): the pure core the stream job and the trainer share.
 
-Every event has two legs: the *out* leg at the sender and the *in* leg at the receiver. Each
-account keeps an :class:`AccountWindow` of its legs over the last ``window_minutes`` (state in the
-stream job, a dict in the plain-Python loop); applying a leg returns the account's features as of
-that event, the event included. The event's feature vector joins both legs with event-level
-features. Sums are exact integer US-dollar cents; only the model inputs are floats.
+This module is the plain-Python reference of the v2 feature specification; a JVM operator
+computes the same values and both must agree bit for bit. Hence the rules: integers are exact
+(sums are integer US cents, :func:`auditflow.money.usd_cents`), and every feature is either
+``float(an integer)``, ``float(a) / float(b)`` of two integers (never ``a / b`` on ints, which
+rounds differently above 2**53), or a constant (-1.0, 0.0, 1.0): no log, no sqrt, no float
+accumulation.
 
-Per account (:data:`ACCOUNT_FEATURES`), besides the window's counts, sums and fan-in/fan-out:
-whether this leg's counterparty is new (not dealt with in 7 days) and how many of the window's
-legs were with new counterparties; distinct payees and payers over 7 days; the flow balance of
-the window (pass-through ratio ``min(in, out) / max(in, out)``, net outflow), the time since
-and the amount ratio to the last transfer the other way (money in, then straight out); this
-amount against the median of the account's last ``RECENT_LEGS`` amounts and how many of those
-were exactly this amount; and the account's age and transfer count since first seen. Every
-update is O(1) amortised per leg over bounded state, with no floating-point accumulation (the
-features are computed from exact integers at the end), so values are the same on every run.
+Legs and order
+    Every event has two legs: the OUT leg at the sender (counterparty: the receiver's node_id,
+    cents: ``usd_cents(amount_paid)``) and the IN leg at the receiver (counterparty: the sender's
+    node_id, cents: ``usd_cents(amount_received)``); a self-transfer has both at one account.
+    Each account applies its legs in the order of (minute, source_offset, event_id, OUT before
+    IN): :func:`iter_features` sorts the events by (minute, source_offset, event_id) and applies
+    each event's OUT leg, then its IN leg. Applying a leg returns the account's features "as of"
+    it, the leg included unless said otherwise.
 
+Windows (:data:`auditflow.limits.FEATURE_WINDOWS`: 1h = 60, 24h = 1440, 7d = 10080 minutes)
+    An applied leg p is in window w at a leg of minute ``now`` iff ``p.minute > now - w``
+    (strictly: a leg exactly 60 minutes old has left the hour). The account keeps at most
+    ``MAX_WINDOW_LEGS`` legs: when adding a leg makes it ``MAX_WINDOW_LEGS + 1``, the oldest kept
+    leg is dropped from every window it is still in, as if it had expired.
+
+State expiry
+    If the account has a previous leg and ``now - last_minute >= LONG_WINDOW_MINUTES``, its
+    whole state is reset before the leg is applied (as if never seen: windows, last legs,
+    recent amounts, first minute, leg count).
+
+Per account (:data:`ACCOUNT_FEATURES`, prefixed ``snd_`` / ``rcv_`` in the vector), in order:
+    for each window suffix s in 1h, 24h, 7d:
+    ``out_n_s``, ``in_n_s`` (legs per direction), ``out_usd_s``, ``in_usd_s``
+    (``float(cents) / 100.0`` of the sums), ``out_cp_s``, ``in_cp_s`` (distinct counterparties
+    per direction), ``pass_s = float(min(in_c, out_c)) / float(max(in_c, out_c))`` (0.0 if the
+    max is 0), ``net_s = float(out_c - in_c) / float(out_c + in_c)`` (0.0 if the sum is 0);
+    then ``burst = float((n_1h) * 168) / float(n_7d)`` (n: legs both ways; 168 =
+    LONG // SHORT, the 7d length over the 1h length, integer division); ``gap_min``: minutes since
+    the previous leg clamped to [0, LONG] (LONG if none); ``cp_legs_24h``, ``cp_legs_7d``: legs
+    in that window in this leg's direction with this counterparty, this leg included;
+    ``cp_new``: 1.0 if no leg in either direction with this counterparty is in the 7d window
+    *before* this leg is added; ``new_frac_24h``, ``new_frac_7d``: legs in the window whose
+    ``cp_new`` was 1 when applied over legs in the window (this leg in both);
+    ``since_opp_min``: ``max(0, now - m)`` for the latest previous leg the other way if it is in
+    the 7d window, else LONG; ``opp_ratio``: for that leg, ``float(cents) / float(its cents)``
+    if its cents > 0, else 1.0 if cents > 0 else 0.0, and -1.0 if there is no such leg;
+    ``amt_vs_med``: against the lower median ``med = sorted[(k - 1) // 2]`` of the amounts of
+    the previous ``RECENT_LEGS`` legs (the last k <= 32 applied since the last reset, this one
+    excluded), ``float(cents) / float(med)`` if med > 0, else 1.0 if cents > 0 else 0.0, and
+    -1.0 if there is no previous leg; ``same_amt``: how many of those amounts equal this one;
+    ``age_min = float(min(now - first_minute, LONG))`` (first_minute: the minute of the first leg
+    since the last reset); ``n_life``: legs applied since the last reset, this one included.
+
+Event-level (:data:`EVENT_FEATURES`, first in the vector): ``amount_usd =
+float(usd_cents(amount_paid)) / 100.0``; ``cross_currency``, ``self_transfer`` (sender ==
+receiver node_id), ``format`` (index in ``PAYMENT_FORMATS``), ``hour``, ``round_amount``
+(``amount_paid.units % (100 * 10**scale) == 0``), each a float.
+
+Readings where the specification leaves room (the JVM operator must make the same choices):
+
+1. "Before this leg is added" (``cp_new``) is the state after expiring the windows to this
+   leg's minute and before appending it, so also before the cap drops anything for it: a leg the
+   cap drops to make room for this one still counts for this leg's ``cp_new``. Every other
+   feature reads the windows after the leg is appended and the cap has been applied.
+2. "In the 7d window" for the other-way leg of ``since_opp_min`` / ``opp_ratio`` means still
+   kept: neither expired nor dropped by the cap (as of this leg, after the cap).
+3. The cap counts the legs kept for the longest window (the 7d window, which holds all the
+   others); the dropped leg is the earliest applied of those.
+4. "The previous leg" and ``last_minute`` are the latest minute applied since the last reset;
+   "the latest previous leg the other way" is the other-way leg with the greatest minute, the
+   later applied on a tie (for time-ordered legs: simply the last one applied).
+5. The recent amounts are those of the previous legs in application order, whichever the
+   direction (the IN leg of a self-transfer sees its own OUT leg); they are not bound by the cap.
+6. Late legs (a minute below the latest applied, which the job never produces): gap is 0,
+   nothing expires backwards (the windows hold what the latest leg left, plus the late leg),
+   ``since_opp_min`` and ``age_min`` are clamped to [0, LONG], no reset is triggered; only
+   guaranteed not to crash and to stay consistent.
+
+Cost: each leg enters every window once and leaves it once (a head index per shorter window on
+one shared buffer of the longest window's legs), so :meth:`AccountWindow.apply` is O(1)
+amortised, plus O(log K) and a K-element shift on the sorted recent amounts (K = RECENT_LEGS).
+
+>>> w = AccountWindow()
+>>> f = w.apply(0, True, "B", 10_000)     # pays B 100.00 USD
+>>> f["out_n_1h"], f["out_usd_24h"], f["cp_new"], f["gap_min"], f["amt_vs_med"]
+(1.0, 100.0, 1.0, 10080.0, -1.0)
+>>> f = w.apply(30, False, "C", 5_000)    # 30 minutes later receives 50.00 from C
+>>> f["pass_1h"], f["net_1h"], f["since_opp_min"], f["opp_ratio"], f["amt_vs_med"]
+(0.5, 0.3333333333333333, 30.0, 0.5, 0.5)
+>>> f = w.apply(90, True, "B", 10_000)    # legs 90 and 60 minutes old have left the hour
+>>> f["out_n_1h"], f["out_n_24h"], f["cp_legs_7d"], f["cp_new"], f["new_frac_7d"], f["burst"]
+(1.0, 2.0, 2.0, 0.0, 0.6666666666666666, 56.0)
+>>> f = w.apply(90 + 10080, False, "B", 1)  # 7 days idle: the state starts over
+>>> f["n_life"], f["age_min"], f["out_n_7d"], f["cp_new"], f["same_amt"]
+(1.0, 0.0, 0.0, 1.0, 0.0)
 >>> from auditflow.records import AccountRef, TransactionEvent
 >>> from auditflow.money import Money
 >>> from datetime import datetime
 >>> a, b = AccountRef("1", "A"), AccountRef("2", "B")
->>> ev = TransactionEvent("tx", datetime(2022, 9, 1), a, b, Money("Euro", 10000),
-...                       Money("Euro", 10000), "ACH", False, 2)
+>>> ev = TransactionEvent("tx", datetime(2022, 9, 1), a, b, Money("US Dollar", 12345),
+...                       Money("US Dollar", 12345), "ACH", False, 2)
 >>> vec = compute_features([ev])[0][1]
->>> vec["snd_out_n"], vec["rcv_in_cp"], vec["amount_usd"] > 4.6
-(1.0, 1.0, True)
->>> vec["snd_cp_new"], vec["snd_pass_ratio"], vec["rcv_net_out"], vec["snd_amt_vs_med"]
-(1.0, 0.0, -1.0, -1.0)
+>>> len(vec), vec["amount_usd"], vec["snd_out_n_24h"], vec["rcv_in_cp_7d"], vec["rcv_net_7d"]
+(80, 123.45, 1.0, 1.0, -1.0)
 """
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
-from operator import attrgetter
 
-from auditflow.features import ACCOUNT_FEATURES, EVENT_FEATURES, FEATURE_DESCRIPTIONS, FEATURE_NAMES
+from auditflow.features import (
+    ACCOUNT_FEATURES,
+    COUNTERPARTY_WINDOWS,
+    EVENT_FEATURES,
+    FEATURE_DESCRIPTIONS,
+    FEATURE_NAMES,
+)
 from auditflow.limits import (
-    DEFAULT_WINDOW_MINUTES,
+    FEATURE_WINDOWS,
     LONG_WINDOW_MINUTES,
-    MAX_LONG_COUNTERPARTIES,
     MAX_WINDOW_LEGS,
     RECENT_LEGS,
     SHORT_WINDOW_MINUTES,
@@ -50,120 +125,162 @@ from auditflow.limits import (
 from auditflow.money import USD_RATES, usd_cents
 from auditflow.records import PAYMENT_FORMATS, TransactionEvent
 
-MAX_LEGS = MAX_WINDOW_LEGS
+__all__ = [
+    "ACCOUNT_FEATURES",
+    "EVENT_FEATURES",
+    "FEATURE_DESCRIPTIONS",
+    "FEATURE_NAMES",
+    "FEATURE_WINDOWS",
+    "USD_RATES",
+    "AccountWindow",
+    "assemble",
+    "compute_features",
+    "event_features",
+    "in_leg",
+    "iter_features",
+    "out_leg",
+    "usd_cents",
+]
 
-@dataclass(slots=True)
+WINDOW_MINUTES: tuple[int, ...] = tuple(m for _, m in FEATURE_WINDOWS)
+assert list(WINDOW_MINUTES) == sorted(set(WINDOW_MINUTES)), "FEATURE_WINDOWS: shortest first, distinct"
+assert WINDOW_MINUTES[0] == SHORT_WINDOW_MINUTES and WINDOW_MINUTES[-1] == LONG_WINDOW_MINUTES
+#: ``burst`` scale: how many of the shortest window fit in the longest (168 hours in 7 days).
+BURST_SCALE = WINDOW_MINUTES[-1] // WINDOW_MINUTES[0]
+_NW = len(WINDOW_MINUTES)
+_LAST = _NW - 1
+_CP_WINDOWS = tuple(next(i for i, (s, _) in enumerate(FEATURE_WINDOWS) if s == c) for c in COUNTERPARTY_WINDOWS)
+_COMPACT_MIN = 64  # dead legs at the front of the buffer before it is compacted (and at least half)
+
+# A window's aggregates: a list [out_n, in_n, out_cents, in_cents, new_n]; direction d is 0 (out)
+# or 1 (in), so legs of direction d are at [d] and their cents at [2 + d].
+_NEW = 4
+
+
+def _blank_windows() -> tuple[list, list]:
+    return [[0, 0, 0, 0, 0] for _ in range(_NW)], [({}, {}) for _ in range(_NW)]
+
+
 class AccountWindow:
-    """One account's state: its legs over the sliding window with incremental aggregates, plus
-    bounded longer memory (7-day counterparties, the last ``RECENT_LEGS`` amounts, lifetime).
+    """One account's state and the v2 per-account features of each leg applied to it.
 
-    Each leg costs O(1) amortised, plus O(log K) and a K-element shift on the sorted list of
-    recent amounts (K = ``RECENT_LEGS``). State is bounded: at most ``MAX_LEGS`` legs in the
-    window (and in the hour), ``MAX_LONG_COUNTERPARTIES`` counterparties per direction in the
-    7-day memory (least recently seen dropped first) and K amounts. Sums are exact integer
-    cents. Legs are expected in time order per account (the stream job sorts them); a late leg
-    counts as of its own minute.
+    ``legs`` holds the longest window's legs as ``(minute, is_out, counterparty, cents, was_new)``
+    in application order, the live ones from ``heads[-1]`` on; window i covers
+    ``legs[heads[i]:]`` (so the shorter windows are suffixes of the longer ones) and keeps, in
+    ``aggs[i]`` and ``cps[i]``, its counts, integer cent sums, new-counterparty count and
+    counterparty -> leg count dicts per direction. Expiry advances each head past the legs that
+    left its window; the cap and the longest window's expiry advance ``heads[-1]``; the dead
+    prefix is cut off once it is at least half the list. ``seq0`` is the number of legs cut
+    off, so ``legs[j]`` is the account's leg number ``seq0 + j`` since the last reset.
+
+    Legs are expected in time order per account (the stream job sorts them); see the module
+    docstring for what a late leg does.
     """
 
-    window_minutes: int = DEFAULT_WINDOW_MINUTES
-    legs: deque = field(default_factory=deque)  # (minute, is_out, counterparty, cents, was_new)
-    out_n: int = 0
-    in_n: int = 0
-    out_cents: int = 0
-    in_cents: int = 0
-    out_cp: dict = field(default_factory=dict)  # counterparty -> live leg count
-    in_cp: dict = field(default_factory=dict)
-    last_minute: int | None = None
-    appended: int = 0  # legs ever appended to ``legs``
-    evicted: int = 0  # legs ever evicted from ``legs``
-    hour_first: int = 0  # sequence number (appended order) of the first leg in the last hour
-    new_out_n: int = 0  # window legs out whose counterparty was new (``cp_new``) when they came
-    new_in_n: int = 0
-    out_cp_long: dict = field(default_factory=dict)  # payee -> last minute, least recent first
-    in_cp_long: dict = field(default_factory=dict)  # payer -> last minute, least recent first
-    long_floor: int = 0  # no 7-day memory entry is older than this: skip expiry until it is due
-    last_out: tuple[int, int] | None = None  # (minute, cents) of the latest outgoing leg
-    last_in: tuple[int, int] | None = None
-    recent: list = field(default_factory=list)  # cents of the last RECENT_LEGS legs (a ring)
-    recent_sorted: list = field(default_factory=list)  # the same, sorted
-    first_minute: int = 0
-    n_life: int = 0
+    __slots__ = ("legs", "heads", "seq0", "aggs", "cps", "last_minute", "first_minute", "n_life",
+                 "last_out", "last_in", "recent", "recent_sorted")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.legs: list[tuple[int, bool, str, int, int]] = []
+        self.heads: list[int] = [0] * _NW
+        self.seq0 = 0
+        self.aggs, self.cps = _blank_windows()
+        self.last_minute: int | None = None  # latest minute applied since the last reset
+        self.first_minute = 0
+        self.n_life = 0
+        self.last_out: tuple[int, int, int] | None = None  # (minute, cents, leg number) of the latest out leg
+        self.last_in: tuple[int, int, int] | None = None
+        self.recent: list[int] = []  # cents of the last RECENT_LEGS legs, a ring (slot (n_life - 1) % K)
+        self.recent_sorted: list[int] = []  # the same, sorted
+
+    # ------------------------------------------------------------------ pickling, equality
+
+    def _state(self) -> tuple:
+        """The state with the dead prefix cut off: what pickles, and what equality compares."""
+        live = self.heads[-1]
+        return (
+            self.legs[live:], [h - live for h in self.heads], self.seq0 + live, self.aggs, self.cps,
+            self.last_minute, self.first_minute, self.n_life, self.last_out, self.last_in,
+            self.recent, self.recent_sorted,
+        )
 
     def __reduce__(self):
-        # Positional fields: pickles (the stream job's keyed state, per leg) about twice as fast as
-        # the dataclass default, which builds a list of fields() and sets each one on load.
-        return AccountWindow, _window_fields(self)
+        # Positional state (the stream job pickles the window into keyed state after each batch).
+        return _restore, self._state()
 
-    def _evict(self, now: int) -> None:
-        horizon = now - self.window_minutes
-        legs = self.legs
-        while legs and (legs[0][0] <= horizon or len(legs) > MAX_LEGS):
-            _, is_out, cp, cents, was_new = legs.popleft()
-            self.evicted += 1
-            counts = self.out_cp if is_out else self.in_cp
-            left = counts[cp] - 1
-            if left:
-                counts[cp] = left
-            else:
-                del counts[cp]
-            if is_out:
-                self.out_n -= 1
-                self.out_cents -= cents
-                self.new_out_n -= was_new
-            else:
-                self.in_n -= 1
-                self.in_cents -= cents
-                self.new_in_n -= was_new
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AccountWindow):
+            return NotImplemented
+        return self._state() == other._state()
 
-    def _expire_long(self, horizon: int) -> None:
-        """Forget counterparties last seen at or before ``horizon``; reset ``long_floor``."""
-        floor = None
-        for memory in (self.out_cp_long, self.in_cp_long):
-            stale = []
-            for cp, last in memory.items():  # least recently seen first
-                if last > horizon:
-                    floor = last if floor is None or last < floor else floor
-                    break
-                stale.append(cp)
-            for cp in stale:
-                del memory[cp]
-        self.long_floor = horizon + 1 if floor is None else floor
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        live = len(self.legs) - self.heads[-1]
+        return f"AccountWindow(legs={live}, n_life={self.n_life}, last_minute={self.last_minute})"
+
+    # ------------------------------------------------------------------ the leg
+
+    def _drop(self, i: int, leg: tuple) -> None:
+        """Take ``leg`` (window i's first) out of window i's aggregates."""
+        _, is_out, cp, cents, was_new = leg
+        d = 0 if is_out else 1
+        agg = self.aggs[i]
+        agg[d] -= 1
+        agg[2 + d] -= cents
+        agg[_NEW] -= was_new
+        counts = self.cps[i][d]
+        left = counts[cp] - 1
+        if left:
+            counts[cp] = left
+        else:
+            del counts[cp]
 
     def apply(self, minute: int, is_out: bool, counterparty: str, cents: int) -> dict[str, float]:
-        """Add one leg and return the account's features as of it (the leg included)."""
-        window = self.window_minutes
-        last_minute = self.last_minute
-        if last_minute is None:
-            gap = window
-            self.first_minute = self.last_minute = self.long_floor = minute
+        """Add one leg and return the account's features as of it, in ``ACCOUNT_FEATURES`` order."""
+        long_w = LONG_WINDOW_MINUTES
+        last = self.last_minute
+        if last is not None and minute - last >= long_w:
+            self._reset()  # 7 days idle: as if never seen
+            last = None
+        if last is None:
+            gap = long_w
+            self.first_minute = self.last_minute = minute
         else:
-            gap = minute - last_minute
+            gap = minute - last
             if gap < 0:  # a late leg
                 gap = 0
             else:
                 self.last_minute = minute
-        self.n_life += 1
+        self.n_life = n_life = self.n_life + 1
+        d = 0 if is_out else 1
 
-        # the last leg the other way, within the window
-        if is_out:
-            opp = self.last_in
-            if self.last_out is None or minute >= self.last_out[0]:
-                self.last_out = (minute, cents)
-        else:
-            opp = self.last_out
-            if self.last_in is None or minute >= self.last_in[0]:
-                self.last_in = (minute, cents)
-        if opp is not None and opp[0] > minute - window:
-            since_opp = max(0, minute - opp[0])
-            opp_ratio = cents / opp[1] if opp[1] > 0 else float(cents > 0)
-        else:
-            since_opp, opp_ratio = window, -1.0
+        # expire every window to this minute, shortest first (a head never passes a shorter one's)
+        legs, heads, aggs, cps = self.legs, self.heads, self.aggs, self.cps
+        end = len(legs)
+        for i in range(_NW):
+            h = heads[i]
+            horizon = minute - WINDOW_MINUTES[i]
+            while h < end and legs[h][0] <= horizon:
+                self._drop(i, legs[h])
+                h += 1
+            heads[i] = h
 
-        # this amount against the previous RECENT_LEGS amounts
+        # cp_new: against the 7d window before this leg is added (and before the cap makes room)
+        longest = cps[_LAST]
+        was_new = 0 if counterparty in longest[0] or counterparty in longest[1] else 1
+
+        # the other way's latest leg (read now, checked against the 7d window below)
+        opp = self.last_in if is_out else self.last_out
+
+        # this amount against the previous RECENT_LEGS amounts, then into the ring
         srt = self.recent_sorted
         if srt:
             med = srt[(len(srt) - 1) // 2]  # lower median: an integer
-            amt_vs_med = cents / med if med > 0 else float(cents > 0)
+            amt_vs_med = float(cents) / float(med) if med > 0 else (1.0 if cents > 0 else 0.0)
             lo = bisect_left(srt, cents)
             same_amt = bisect_right(srt, cents, lo) - lo
         else:
@@ -171,93 +288,109 @@ class AccountWindow:
         recent = self.recent
         if len(recent) < RECENT_LEGS:
             recent.append(cents)
-        else:  # overwrite the oldest: slot n_life - 1 modulo K, counting this leg
-            slot = (self.n_life - 1) % RECENT_LEGS
+        else:  # overwrite the oldest: slot (n_life - 1) mod K, counting this leg
+            slot = (n_life - 1) % len(recent)
             del srt[bisect_left(srt, recent[slot])]
             recent[slot] = cents
         insort(srt, cents)
 
-        # 7-day counterparty memory (either direction decides whether the counterparty is new)
-        long_horizon = minute - LONG_WINDOW_MINUTES
-        if long_horizon >= self.long_floor:
-            self._expire_long(long_horizon)
-        out_long, in_long = self.out_cp_long, self.in_cp_long
-        was_new = counterparty not in out_long and counterparty not in in_long
-        memory = out_long if is_out else in_long
-        seen = memory.pop(counterparty, None)
-        memory[counterparty] = minute if seen is None or minute > seen else seen  # now most recent
-        if seen is None and len(memory) > MAX_LONG_COUNTERPARTIES:
-            del memory[next(iter(memory))]
-        if minute < self.long_floor:  # a late leg
-            self.long_floor = minute
-
-        # the window
-        legs = self.legs
+        # append to every window
+        seq = self.seq0 + end
         legs.append((minute, is_out, counterparty, cents, was_new))
-        self.appended += 1
+        for i in range(_NW):
+            agg = aggs[i]
+            agg[d] += 1
+            agg[2 + d] += cents
+            agg[_NEW] += was_new
+            counts = cps[i][d]
+            counts[counterparty] = counts.get(counterparty, 0) + 1
+
+        # the cap: drop the oldest kept leg from every window it is still in
+        live = heads[_LAST]
+        if end + 1 - live > MAX_WINDOW_LEGS:
+            leg = legs[live]
+            for i in range(_NW):
+                if heads[i] == live:
+                    self._drop(i, leg)
+                    heads[i] = live + 1
+            live += 1
+        if live >= _COMPACT_MIN and 2 * live >= len(legs):
+            del legs[:live]
+            self.seq0 += live
+            for i in range(_NW):
+                heads[i] -= live
+            live = 0
+
+        # the last leg each way
+        mine = (minute, cents, seq)
         if is_out:
-            counts = self.out_cp
-            self.out_n += 1
-            self.out_cents += cents
-            self.new_out_n += was_new
+            if self.last_out is None or minute >= self.last_out[0]:
+                self.last_out = mine
+        elif self.last_in is None or minute >= self.last_in[0]:
+            self.last_in = mine
+        if opp is not None and opp[2] >= self.seq0 + live:  # still in the 7d window
+            since_opp = minute - opp[0]
+            since_opp = 0 if since_opp < 0 else (long_w if since_opp > long_w else since_opp)
+            opp_ratio = float(cents) / float(opp[1]) if opp[1] > 0 else (1.0 if cents > 0 else 0.0)
         else:
-            counts = self.in_cp
-            self.in_n += 1
-            self.in_cents += cents
-            self.new_in_n += was_new
-        counts[counterparty] = counts.get(counterparty, 0) + 1
-        if legs[0][0] <= minute - window or len(legs) > MAX_LEGS:
-            self._evict(minute)
-        # the last hour is a suffix of the window: advance its first leg past older ones
-        evicted = self.evicted
-        first = self.hour_first if self.hour_first > evicted else evicted
-        hour_horizon = minute - SHORT_WINDOW_MINUTES
-        while legs[first - evicted][0] <= hour_horizon:  # stops at this leg at the latest
-            first += 1
-        self.hour_first = first
+            since_opp, opp_ratio = long_w, -1.0
 
-        out_n, in_n, out_c, in_c = self.out_n, self.in_n, self.out_cents, self.in_cents
-        moved = out_c + in_c
+        values: list[float] = []
+        for i in range(_NW):
+            out_n, in_n, out_c, in_c, _ = aggs[i]
+            out_cp, in_cp = cps[i]
+            hi, lo = (out_c, in_c) if out_c >= in_c else (in_c, out_c)
+            moved = out_c + in_c
+            values += (
+                float(out_n),
+                float(in_n),
+                float(out_c) / 100.0,
+                float(in_c) / 100.0,
+                float(len(out_cp)),
+                float(len(in_cp)),
+                float(lo) / float(hi) if hi != 0 else 0.0,
+                float(out_c - in_c) / float(moved) if moved != 0 else 0.0,
+            )
+        short, long_ = aggs[0], aggs[_LAST]
+        values.append(float((short[0] + short[1]) * BURST_SCALE) / float(long_[0] + long_[1]))
+        values.append(float(gap if gap < long_w else long_w))
+        for i in _CP_WINDOWS:
+            values.append(float(cps[i][d][counterparty]))
+        values.append(float(was_new))
+        for i in _CP_WINDOWS:
+            agg = aggs[i]
+            values.append(float(agg[_NEW]) / float(agg[0] + agg[1]))
         age = minute - self.first_minute
-        return {
-            "out_n": float(out_n),
-            "out_usd": math.log1p(out_c / 100),
-            "out_cp": float(len(self.out_cp)),
-            "in_n": float(in_n),
-            "in_usd": math.log1p(in_c / 100),
-            "in_cp": float(len(self.in_cp)),
-            "n_1h": float(self.appended - first),
-            "gap_min": float(gap if gap < window else window),
-            "cp_legs": float(counts[counterparty]),
-            "cp_new": float(was_new),
-            "new_cp_frac": (self.new_out_n + self.new_in_n) / (out_n + in_n),
-            "new_out_n": float(self.new_out_n),
-            "new_in_n": float(self.new_in_n),
-            "out_cp_7d": float(len(out_long)),
-            "in_cp_7d": float(len(in_long)),
-            "pass_ratio": (min(out_c, in_c) / max(out_c, in_c)) if moved else 0.0,
-            "net_out": (out_c - in_c) / moved if moved else 0.0,
-            "since_opp_min": float(since_opp if since_opp < window else window),
-            "opp_ratio": opp_ratio,
-            "amt_vs_med": amt_vs_med,
-            "same_amt": float(same_amt),
-            "age_min": float(min(max(0, age), LONG_WINDOW_MINUTES)),
-            "n_life": float(self.n_life),
-        }
+        values += (
+            float(since_opp),
+            opp_ratio,
+            amt_vs_med,
+            float(same_amt),
+            float(0 if age < 0 else (long_w if age > long_w else age)),
+            float(n_life),
+        )
+        return dict(zip(ACCOUNT_FEATURES, values))
 
 
-_window_fields = attrgetter(*(f.name for f in fields(AccountWindow)))
+def _restore(legs, heads, seq0, aggs, cps, last_minute, first_minute, n_life, last_out, last_in,
+             recent, recent_sorted) -> AccountWindow:
+    w = AccountWindow.__new__(AccountWindow)
+    w.legs, w.heads, w.seq0, w.aggs, w.cps = legs, heads, seq0, aggs, cps
+    w.last_minute, w.first_minute, w.n_life = last_minute, first_minute, n_life
+    w.last_out, w.last_in, w.recent, w.recent_sorted = last_out, last_in, recent, recent_sorted
+    return w
 
 
 def event_features(ev: TransactionEvent) -> dict[str, float]:
-    cents = usd_cents(ev.amount_paid)
+    """The event's own features (:data:`EVENT_FEATURES`)."""
+    paid = ev.amount_paid
     return {
-        "amount_usd": math.log1p(cents / 100),
-        "cross_currency": float(ev.amount_paid.currency != ev.amount_received.currency),
-        "self_transfer": float(ev.is_self_transfer),
+        "amount_usd": float(usd_cents(paid)) / 100.0,
+        "cross_currency": 1.0 if paid.currency != ev.amount_received.currency else 0.0,
+        "self_transfer": 1.0 if ev.sender.node_id == ev.receiver.node_id else 0.0,
         "format": float(PAYMENT_FORMATS.index(ev.payment_format)),
         "hour": float(ev.timestamp.hour),
-        "round_amount": float(ev.amount_paid.units % (100 * 10**ev.amount_paid.scale) == 0),
+        "round_amount": 1.0 if paid.units % (100 * 10**paid.scale) == 0 else 0.0,
     }
 
 
@@ -267,6 +400,7 @@ def out_leg(ev: TransactionEvent) -> tuple[str, int, bool, str, int]:
 
 
 def in_leg(ev: TransactionEvent) -> tuple[str, int, bool, str, int]:
+    """(account key, minute, is_out, counterparty, USD cents) of the receiver's leg."""
     return ev.receiver.node_id, ev.minute, False, ev.sender.node_id, usd_cents(ev.amount_received)
 
 
@@ -280,24 +414,28 @@ def assemble(ev: TransactionEvent, snd: dict[str, float], rcv: dict[str, float])
     return {name: vec[name] for name in FEATURE_NAMES}
 
 
-def iter_features(
-    events: Iterable[TransactionEvent], window_minutes: int = DEFAULT_WINDOW_MINUTES
-) -> Iterator[tuple[TransactionEvent, dict[str, float]]]:
-    """The plain-Python reference: yield each event with its features, in event-time order.
+def event_order(ev: TransactionEvent) -> tuple[int, int, str]:
+    """The order events are applied in: (minute, source offset, event id)."""
+    return ev.minute, ev.source_offset, ev.event_id
 
-    Events are processed sorted by (minute, source offset), the order in which the stream job
-    applies each account's legs once the watermark passes them, so both compute the same values
-    whatever the order of the input (a file slightly out of time order, Kafka partitions)."""
+
+def iter_features(events: Iterable[TransactionEvent]) -> Iterator[tuple[TransactionEvent, dict[str, float]]]:
+    """The plain-Python reference: yield each event with its features, in application order.
+
+    Events are sorted by (minute, source offset, event id) and each one's OUT leg is applied
+    before its IN leg: per account, the order (minute, source offset, event id, OUT before IN)
+    in which the stream job applies legs once the watermark passes them, so both compute the
+    same values whatever the order of the input (a file slightly out of time order, Kafka
+    partitions)."""
     windows: dict[str, AccountWindow] = {}
-    events = sorted(events, key=lambda e: (e.minute, e.source_offset))
 
     def window(key: str) -> AccountWindow:
         w = windows.get(key)
         if w is None:
-            w = windows[key] = AccountWindow(window_minutes)
+            w = windows[key] = AccountWindow()
         return w
 
-    for ev in events:
+    for ev in sorted(events, key=event_order):
         key, minute, is_out, cp, cents = out_leg(ev)
         snd = window(key).apply(minute, is_out, cp, cents)
         key, minute, is_out, cp, cents = in_leg(ev)
@@ -305,7 +443,6 @@ def iter_features(
         yield ev, assemble(ev, snd, rcv)
 
 
-def compute_features(
-    events: Iterable[TransactionEvent], window_minutes: int = DEFAULT_WINDOW_MINUTES
-) -> list[tuple[TransactionEvent, dict[str, float]]]:
-    return list(iter_features(events, window_minutes))
+def compute_features(events: Iterable[TransactionEvent]) -> list[tuple[TransactionEvent, dict[str, float]]]:
+    """:func:`iter_features` as a list."""
+    return list(iter_features(events))

@@ -35,12 +35,12 @@ from pyflink.datastream import (
 from pyflink.datastream.state import ValueStateDescriptor
 
 from auditflow.errors import FieldError
+from auditflow.limits import DEFAULT_WINDOW_MINUTES
 from auditflow.records import RejectedRecord, TransactionEvent
 from ingest.amlworld import parse_line
 from pipelines.features import (
     ACCOUNT_FEATURES,
     FEATURE_NAMES,
-    DEFAULT_WINDOW_MINUTES,
     AccountWindow,
     assemble,
     in_leg,
@@ -113,28 +113,26 @@ class EventParts(FlatMapFunction):
     def flat_map(self, ev):
         yield ev.event_id, EVENT_PART, ev
         for key, minute, is_out, cp, cents in (out_leg(ev), in_leg(ev)):
-            yield key, (minute, ev.source_offset, not is_out, cp, cents, ev.event_id)
+            yield key, (minute, ev.source_offset, ev.event_id, not is_out, cp, cents)
 
 
 class AccountFeatures(KeyedProcessFunction):
     """Keyed by account, in event-time order: the account's sliding window lives in keyed state.
 
     Legs wait in keyed state until the watermark passes their minute, then are applied sorted
-    by (minute, source offset, out before in): the same order whatever the arrival order, so a
-    Kafka run over several partitions computes exactly what the file run and the plain-Python
-    reference compute. Legs arriving behind the watermark are applied at once.
+    by (minute, source offset, event id, out before in): the same order whatever the arrival
+    order, so a Kafka run over several partitions computes exactly what the file run and the
+    plain-Python reference compute. Legs arriving behind the watermark are applied at once.
+    The windows are fixed (``auditflow.limits.FEATURE_WINDOWS``).
     """
-
-    def __init__(self, window_minutes: int = DEFAULT_WINDOW_MINUTES):
-        self.window_minutes = window_minutes
 
     def open(self, runtime_context: RuntimeContext):
         self.state = runtime_context.get_state(ValueStateDescriptor("window", Types.PICKLED_BYTE_ARRAY()))
         self.pending = runtime_context.get_state(ValueStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY()))
 
     def _apply(self, legs):
-        window = self.state.value() or AccountWindow(self.window_minutes)
-        for minute, _, is_in, cp, cents, event_id in sorted(legs):
+        window = self.state.value() or AccountWindow()
+        for minute, _, event_id, is_in, cp, cents in sorted(legs):
             feats = window.apply(minute, not is_in, cp, cents)
             yield event_id, RCV_PART if is_in else SND_PART, [feats[k] for k in ACCOUNT_FEATURES]
         self.state.update(window)
@@ -245,7 +243,7 @@ class JobSpec:
 
     graph_url: str | None  # None: the job writes no graph
     scorer_factory: Callable[[], tuple[Callable, float, str]]
-    window_minutes: int = DEFAULT_WINDOW_MINUTES
+    window_minutes: int = DEFAULT_WINDOW_MINUTES  # unused by the stream features (fixed windows); kept for callers
     parallelism: int = 1
     out_of_orderness_minutes: int = 60  # event-time slack before a minute's legs are applied
     graph_options: dict = field(default_factory=dict)  # passed to evidence_graph.open_store
@@ -274,7 +272,7 @@ def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec, assign_e
     legs = parts.filter(lambda p: len(p) == 2)
     features = (
         legs.key_by(lambda leg: leg[0], key_type=Types.STRING())
-        .process(AccountFeatures(spec.window_minutes), output_type=part_type)
+        .process(AccountFeatures(), output_type=part_type)
         .name("account-features")
     )
     alerts = (

@@ -4,7 +4,7 @@ Both are pure functions of their inputs returning a :class:`reportlab.graphics.s
 nothing depends on dict order, randomness or the clock, so the same inputs draw the same bytes.
 
 >>> from auditflow.records import ReasonCode
->>> d = shap_bar_chart([ReasonCode("amount_usd", 9.5, 1.25, "log(1 + amount paid in USD)")], width=400)
+>>> d = shap_bar_chart([ReasonCode("amount_usd", 13359.92, 1.25, "amount paid, in USD")], width=400)
 >>> d.width, d.height > 0
 (400, True)
 >>> shorten_label("0123/8000EBD30ABCDEF", 12)

@@ -47,17 +47,17 @@ def make_alert() -> Alert:
         score=0.9731842279434204,
         threshold=0.62,
         model_digest=MODEL_DIGEST,
-        features=(("amount_usd", 6.383506634), ("snd_out_cp", 7.0), ("snd_n_1h", 4.0)),
+        features=(("amount_usd", 297.3), ("snd_out_cp_24h", 7.0), ("snd_out_n_1h", 4.0)),
     )
 
 
 def make_reason_codes() -> list[ReasonCode]:
     return [
-        ReasonCode("snd_out_cp", 7.0, 1.4213, "sender: distinct payees in 24h (fan-out)"),
-        ReasonCode("snd_n_1h", 4.0, 0.8875, "sender: transfers in the last hour (velocity)"),
-        ReasonCode("amount_usd", 6.383506634, 0.3120577, "log(1 + amount paid in USD)"),
+        ReasonCode("snd_out_cp_24h", 7.0, 1.4213, "sender: distinct payees in the last 24 hours (fan-out)"),
+        ReasonCode("snd_out_n_1h", 4.0, 0.8875, "sender: outgoing transfers in the last hour"),
+        ReasonCode("amount_usd", 297.3, 0.3120577, "amount paid, in USD"),
         ReasonCode("cross_currency", 0.0, -0.2047, "paid and received currencies differ"),
-        ReasonCode("rcv_gap_min", 1440.0, -0.0911, "receiver: minutes since previous transfer"),
+        ReasonCode("rcv_gap_min", 10080.0, -0.0911, "receiver: minutes since its previous transfer (at most 7 days)"),
     ]
 
 

@@ -30,9 +30,13 @@ BAD_ROWS = {
 }
 
 
+AMOUNT_SCALE = 20_000.0  # amount_usd / scale: with threshold 0.5, alerts from 10,000 USD
+
+
 def amount_scorer(threshold: float = 0.5):
-    """A transparent scorer for the test: alerts on large log-amounts (column 0 of the vector)."""
-    return (lambda X: np.asarray(X, dtype=float)[:, FEATURE_NAMES.index("amount_usd")] / 20.0), threshold, "test-scorer"
+    """A transparent scorer for the test: alerts on large amounts in USD (column 0 of the vector)."""
+    column = FEATURE_NAMES.index("amount_usd")
+    return (lambda X: np.asarray(X, dtype=float)[:, column] / AMOUNT_SCALE), threshold, "test-scorer"
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +70,7 @@ def test_bad_rows_are_rejected_with_line_and_field_and_counts_balance(run):
 def test_job_features_equal_the_plain_python_reference(run):
     events = [e for e in read_transactions(run["csv"]) if isinstance(e, TransactionEvent)]
     reference = {ev.event_id: feats for ev, feats in iter_features(events)}
-    expected = {eid for eid, f in reference.items() if f["amount_usd"] / 20.0 >= 0.5}
+    expected = {eid for eid, f in reference.items() if f["amount_usd"] / AMOUNT_SCALE >= 0.5}
     got = {a["event"]["event_id"]: dict(a["features"]) for a in run["out"].alerts}
     assert expected and set(got) == expected
     for eid, feats in got.items():
@@ -77,5 +81,5 @@ def test_job_features_equal_the_plain_python_reference(run):
 def test_alert_messages_carry_score_and_model(run):
     a = run["out"].alerts[0]
     assert a["model"] == "test-scorer"
-    assert a["score"] == dict(a["features"])["amount_usd"] / 20.0
+    assert a["score"] == dict(a["features"])["amount_usd"] / AMOUNT_SCALE
     json.dumps(a)  # wire-ready
