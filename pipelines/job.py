@@ -49,6 +49,7 @@ from pipelines.features import (
 from pipelines.sources import DEFAULT_CHUNK_BYTES, read_chunk, split_file
 
 REJECT_TAG = OutputTag("rejects", Types.STRING())
+PROCESSED_MARK = "P"  # what the join emits for a scored event below the threshold (file runs)
 EVENT_PART, SND_PART, RCV_PART = 0, 1, 2
 MINUTE_MS = 60_000
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -173,8 +174,9 @@ def event_time_watermarks(out_of_orderness_minutes: int) -> WatermarkStrategy:
 class JoinAndScore(KeyedProcessFunction):
     """Keyed by event id: waits for the event and both legs' features, then scores it."""
 
-    def __init__(self, scorer_factory: Callable[[], tuple[Callable, float, str]]):
+    def __init__(self, scorer_factory: Callable[[], tuple[Callable, float, str]], emit_processed: bool = False):
         self.scorer_factory = scorer_factory
+        self.emit_processed = emit_processed
 
     def open(self, runtime_context: RuntimeContext):
         self.parts = runtime_context.get_state(ValueStateDescriptor("parts", Types.PICKLED_BYTE_ARRAY()))
@@ -204,6 +206,8 @@ class JoinAndScore(KeyedProcessFunction):
                 {"event": ev.to_dict(), "score": score, "features": list(vec.items()), "model": self.digest},
                 separators=(",", ":"),
             )
+        elif self.emit_processed:
+            yield PROCESSED_MARK  # counted by the bounded file run: every scored event is processed
 
 
 class GraphWriter(FlatMapFunction):
@@ -249,11 +253,13 @@ class JobSpec:
     graph_options: dict = field(default_factory=dict)  # passed to evidence_graph.open_store
 
 
-def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec, assign_event_time: bool = True):
+def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec, assign_event_time: bool = True,
+                   emit_processed: bool = False):
     """Wire the job over a stream of ``(source, offset, raw)``.
 
     Returns ``(alerts, rejects, graph_done)``; ``graph_done`` carries no records, it anchors the
-    graph writer in the job graph for sinks that collect.
+    graph writer in the job graph for sinks that collect. With ``emit_processed`` the alerts stream
+    also carries :data:`PROCESSED_MARK` for every scored event that raised no alert.
     """
     parsed = raw.process(ParseEvents(), output_type=Types.PICKLED_BYTE_ARRAY()).name("parse")
     rejects = parsed.get_side_output(REJECT_TAG)  # from the parse operator itself
@@ -278,7 +284,7 @@ def build_pipeline(env: StreamExecutionEnvironment, raw, spec: JobSpec, assign_e
     alerts = (
         events.union(features)
         .key_by(lambda p: p[0], key_type=Types.STRING())
-        .process(JoinAndScore(spec.scorer_factory), output_type=Types.STRING())
+        .process(JoinAndScore(spec.scorer_factory, emit_processed), output_type=Types.STRING())
         .name("join-and-score")
     )
     return alerts, rejects, graph_done
@@ -296,11 +302,13 @@ def file_source(env: StreamExecutionEnvironment, chunks: list[tuple[str, int, in
 
 @dataclass
 class JobOutput:
-    """What a bounded run produced: fast-path alerts, rejects, and records read."""
+    """What a bounded run produced: fast-path alerts, rejects, records read and events processed
+    (parsed, featured and scored by the job)."""
 
     alerts: list[dict]
     rejects: list[RejectedRecord]
     records_in: int
+    processed: int
 
 
 def run_file_job(csv_path: str, spec: JobSpec, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> JobOutput:
@@ -308,19 +316,22 @@ def run_file_job(csv_path: str, spec: JobSpec, chunk_bytes: int = DEFAULT_CHUNK_
     chunks, records_in = split_file(csv_path, chunk_bytes)
     env = flink_environment(spec.parallelism)
     raw = file_source(env, [c.as_tuple() for c in chunks])
-    alerts, rejects, graph_done = build_pipeline(env, raw, spec)
+    alerts, rejects, graph_done = build_pipeline(env, raw, spec, emit_processed=True)
     streams = [rejects.map(lambda s: "R" + s, output_type=Types.STRING())]
     if graph_done is not None:
         streams.append(graph_done)
     tagged = alerts.map(lambda s: "A" + s, output_type=Types.STRING()).union(*streams)
     out_alerts: list[dict] = []
     out_rejects: list[RejectedRecord] = []
+    processed = 0
     with tagged.execute_and_collect("auditflow-stream") as results:
         for item in results:
             if item[0] == "A":
-                out_alerts.append(json.loads(item[1:]))
+                if item[1:] != PROCESSED_MARK:
+                    out_alerts.append(json.loads(item[1:]))
+                processed += 1
             else:
                 out_rejects.append(RejectedRecord.from_dict(json.loads(item[1:])))
     out_alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
     out_rejects.sort(key=lambda r: (r.source, r.offset))
-    return JobOutput(out_alerts, out_rejects, records_in)
+    return JobOutput(out_alerts, out_rejects, records_in, processed)

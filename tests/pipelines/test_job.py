@@ -63,8 +63,11 @@ def test_bad_rows_are_rejected_with_line_and_field_and_counts_balance(run):
     for r in out.rejects:
         assert r.reason and r.raw == BAD_ROWS[r.field]
     with open_store(f"embedded:{run['graph']}") as store:
-        processed = store.edge_count()
-    assert out.records_in == processed + len(out.rejects)
+        edges = store.edge_count()
+    good = sum(1 for e in read_transactions(run["csv"]) if isinstance(e, TransactionEvent))
+    # in = processed + rejected, processed counted by the job itself; each one is also in the graph
+    assert out.processed == edges == good
+    assert out.records_in == out.processed + len(out.rejects) == good + len(run["bad_lines"])
 
 
 def test_job_features_equal_the_plain_python_reference(run):
