@@ -30,6 +30,15 @@ Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
     startup and ``steady_kafka_flink_events_per_s``. The alerts read back from Kafka must be
     exactly those the plain-Python loop computes with the same model, with no dead letters.
 
+(d) **Service start-up** (first, before anything loads the machine): ``deploy/services status``
+    and then ``deploy/services up`` for the services status reports running, each timed as a
+    subprocess, ``--startup-repeats`` times (best and median). With everything up, ``up`` only
+    checks pid files and health: ``up_noop_s`` (best) is the cost a ``make test`` or a restarted
+    client pays when the servers already run; ``status_s`` is the health check alone. Services
+    not running are left alone (never started by the bench) and listed as ``startup_skipped``.
+    (Cold start-up of a fresh instance is not measured: deploy/services has fixed ports, so a
+    second instance cannot start beside the shared one.)
+
 Graph: ``ingest.synthetic.generate`` (seeded, realistic hubs: merchants, payroll processors) over
 10 days at AMLworld's density of about one transfer per account and day, so accounts = edges / 10
 (1M edges: 100k accounts; generating them takes ~25 s). A 5-hop trace on such a graph reaches
@@ -39,7 +48,7 @@ window) stops starting new roots, and the headline gives how many were traced (`
 ``traces_window``) of the ``traces_drawn`` roots. Roots are always taken in the same seeded order.
 
 Last line: ``services kafka_flink_events_per_s=... neo4j_edges_per_s=... trace_p99_ms_neo4j=...
-trace_p99_ms_embedded=...`` plus p50s and the rest.
+trace_p99_ms_embedded=... up_noop_s=... status_s=...`` plus p50s and the rest.
 """
 
 from __future__ import annotations
@@ -50,7 +59,10 @@ import gc
 import json
 import os
 import random
+import re
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -327,6 +339,42 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
             log(f"[kafka] could not delete bench topics {topics}: {e}")
 
 
+# ------------------------------------------------------------------------------ (d) start-up
+
+
+def services_cmd(*args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable}
+    t0 = time.perf_counter()
+    res = subprocess.run([str(ROOT / "deploy" / "services"), *args], capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    return res, time.perf_counter() - t0
+
+
+def startup(repeats: int) -> dict:
+    """Time `deploy/services status`, then `up` of what runs (a no-op: nothing is started)."""
+    status_s, up_s = [], []
+    res, t = services_cmd("status", timeout=300)
+    status_s.append(t)
+    running = [n for n in ("kafka", "neo4j", "flink") if re.search(rf"^{n}\s+running\b", res.stdout, re.M)]
+    skipped = [n for n in ("kafka", "neo4j", "flink") if n not in running]
+    for _ in range(repeats - 1):
+        status_s.append(services_cmd("status", timeout=300)[1])
+    started = []
+    if running:
+        for _ in range(repeats):
+            res, t = services_cmd("up", *running, timeout=600)
+            up_s.append(t)
+            started += [n for n in running if f"{n}: starting" in res.stderr]
+            if res.returncode != 0:
+                log(f"[startup] deploy/services up {' '.join(running)} failed: {res.stderr[-500:]}")
+                break
+    log(f"[startup] running: {', '.join(running) or 'none'}; status {min(status_s):.2f}s, "
+        + (f"up (no-op) best {min(up_s):.2f}s median {statistics.median(up_s):.2f}s" if up_s else "up not timed"))
+    if started:
+        log(f"[startup] WARNING: up restarted {sorted(set(started))} (it was not running after all)")
+    return {"running": running, "skipped": skipped, "status_s": status_s, "up_s": up_s}
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -342,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-events", type=int, help="events through Kafka->Flink->Kafka (default 50k; quick 2k)")
     ap.add_argument("--kafka-timeout", type=float, help="seconds the Kafka job may run (default 600; quick 180)")
     ap.add_argument("--skip-kafka", action="store_true")
+    ap.add_argument("--startup-repeats", type=int, help="timed status/up calls (default 5; quick 2)")
     args = ap.parse_args(argv)
     quick = args.quick
     edges = args.edges or (50_000 if quick else 1_000_000)
@@ -352,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     from evidence_graph import NetworkxGraphStore
     from evidence_graph.neo4j_store import Neo4jGraphStore
 
+    boot = startup(args.startup_repeats or (2 if quick else 5))
     events, accounts = make_events(edges, args.seed)
     namespace = f"bench_{os.getpid()}"
     store = Neo4jGraphStore(namespace=namespace)
@@ -446,6 +496,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(("  kafka job startup (10 events)", f"{kafka['startup']:.1f} s",
                          "steady " + (f"{kafka_steady:,.0f} ev/s" if kafka_steady else "n/a")))
 
+    rows.append(("deploy/services status", f"{min(boot['status_s']):.2f} s",
+                 f"median {statistics.median(boot['status_s']):.2f} s of {len(boot['status_s'])}"))
+    rows.append(("deploy/services up (all up: no-op)",
+                 f"{min(boot['up_s']):.2f} s" if boot["up_s"] else "na",
+                 (f"median {statistics.median(boot['up_s']):.2f} s of {len(boot['up_s'])}, "
+                  f"services {', '.join(boot['running'])}") if boot["up_s"] else "nothing running"))
+
     w = max(len(r[0]) for r in rows)
     print(f"services ({'quick' if quick else 'full'}, seed {args.seed}, {len(roots)} roots drawn per configuration, "
           f"trace budget {trace_budget:.0f} s per configuration, "
@@ -472,6 +529,10 @@ def main(argv: list[str] | None = None) -> int:
         head["kafka_events"] = str(kafka["events"])
     if partial:
         head["neo4j_partial"] = "1"
+    head["up_noop_s"] = f"{min(boot['up_s']):.2f}" if boot["up_s"] else "na"
+    head["status_s"] = f"{min(boot['status_s']):.2f}"
+    if boot["skipped"]:
+        head["startup_skipped"] = ",".join(boot["skipped"])
     print("services " + " ".join(f"{k}={v}" for k, v in head.items()))
     return 0 if mism_total == 0 else 1
 

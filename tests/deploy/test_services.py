@@ -1,14 +1,20 @@
 """Integration tests for deploy/services: real Kafka, Neo4j and Flink servers on loopback.
 
 They assume the services are already UP (``deploy/services up``; ``make test`` starts them and
-sets AUDITFLOW_SERVICES=1). Without AUDITFLOW_SERVICES=1 every test here is skipped: nothing is
-faked. The restart test stops and starts Kafka and Neo4j and leaves them up.
+sets AUDITFLOW_SERVICES=1): see ``services`` in tests/conftest.py (skipped without it, an error
+under CI or when a server does not answer). Nothing is faked.
+
+The restart test never touches the shared servers: it runs its own Kafka and Neo4j (its own
+``AUDITFLOW_VAR`` and loopback ports, through tests/deploy/private_services.py), stops and starts
+those, and checks that the shared servers kept running throughout (same pids). Start-up times
+are measured by ``bench/services.py``, not asserted here.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -21,13 +27,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "deploy" / "services"
 TINY_JOB = Path(__file__).resolve().parent / "tiny_keyed_job.py"
+PRIVATE = Path(__file__).resolve().parent / "private_services.py"
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.environ.get("AUDITFLOW_SERVICES") != "1",
-                       reason="needs running services: `deploy/services up` then AUDITFLOW_SERVICES=1 "
-                              "(make test does both)"),
-]
+pytestmark = pytest.mark.services("kafka", "neo4j", "flink")
 
 
 def services(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -109,12 +111,13 @@ def test_status_reports_all_running():
 
 
 def test_up_when_up_is_a_no_op():
-    t0 = time.monotonic()
+    before = shared_pids()
     res = services("up", timeout=300)
     assert res.returncode == 0, res.stderr
     for name in ("kafka", "neo4j", "flink"):
         assert f"{name}: already running" in res.stderr, res.stderr
-    assert time.monotonic() - t0 < 60
+        assert f"{name}: starting" not in res.stderr, res.stderr
+    assert shared_pids() == before  # nothing was restarted
 
 
 def test_kafka_topic_with_3_partitions_and_round_trip(settings):
@@ -184,13 +187,69 @@ def test_flink_run_tiny_keyed_pyflink_job(settings):
     assert job["state"] == "FINISHED"
 
 
-def test_restart_keeps_neo4j_node_and_kafka_topic(settings):
-    """down neo4j kafka, then up: data written before must survive. Leaves all services up."""
+def shared_pids() -> dict[str, list[int]]:
+    """Pids per service of the shared instance, from `deploy/services status`."""
+    res = services("status", timeout=120)
+    out = {}
+    for name in ("kafka", "neo4j", "flink"):
+        line = re.search(rf"^{name}\s.*$", res.stdout, re.M)
+        out[name] = sorted(int(p) for p in re.findall(r"pid (\d+)", line.group(0))) if line else []
+    return out
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct loopback ports free right now (the kernel's picks)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def private_instance(tmp_path):
+    """Kafka and Neo4j of our own: own AUDITFLOW_VAR, own ports; stopped at the end whatever happens."""
+    kafka, controller, bolt = free_ports(3)
+    env = {
+        **os.environ,
+        "AUDITFLOW_PYTHON": sys.executable,
+        "AUDITFLOW_VAR": str(tmp_path / "var"),
+        "AUDITFLOW_TEST_KAFKA_PORT": str(kafka),
+        "AUDITFLOW_TEST_KAFKA_CONTROLLER_PORT": str(controller),
+        "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt),
+        "AUDITFLOW_KAFKA_HEAP": "256m",
+        "AUDITFLOW_NEO4J_HEAP": "512m",
+    }
+
+    def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(PRIVATE), *args, "kafka", "neo4j"], capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=REPO)
+
+    try:
+        yield {"run": run, "bootstrap": f"127.0.0.1:{kafka}", "uri": f"bolt://127.0.0.1:{bolt}"}
+    finally:
+        down = run("down")
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
+    """Our own Kafka and Neo4j: up, write, down, up: data written before must survive; the
+    shared servers neither see our data nor notice the restarts."""
     from kafka.admin import NewTopic
-    bootstrap, uri = settings["AUDITFLOW_KAFKA_BOOTSTRAP"], settings["AUDITFLOW_NEO4J_URI"]
+    run = private_instance["run"]
+    bootstrap, uri = private_instance["bootstrap"], private_instance["uri"]
+    shared_before = shared_pids()
     tag = uuid.uuid4().hex[:8]
     topic, node_id = f"deploy-restart-{tag}", f"deploy-restart-{tag}"
 
+    up = run("up")
+    assert up.returncode == 0, up.stderr
+    assert "kafka: starting" in up.stderr and "neo4j: starting" in up.stderr, up.stderr
     admin = kafka_admin(bootstrap)
     try:
         admin.create_topics([NewTopic(name=topic, num_partitions=3, replication_factor=1)])
@@ -200,17 +259,16 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings):
     with neo4j_driver(uri) as driver:
         driver.execute_query("CREATE (:DeployTest {id: $id, v: 7})", id=node_id)
 
-    try:
-        down = services("down", "neo4j", "kafka")
-        assert down.returncode == 0, down.stderr
-        status = services("status", "kafka", "neo4j", timeout=120)
-        assert status.returncode != 0
-        assert re.search(r"^kafka\s+stopped", status.stdout, re.M), status.stdout
-        assert re.search(r"^neo4j\s+stopped", status.stdout, re.M), status.stdout
-    finally:
-        up = services("up")  # whatever happened above, leave everything running
-    assert up.returncode == 0, up.stderr
+    down = run("down")
+    assert down.returncode == 0, down.stderr
+    status = run("status", timeout=120)
+    assert status.returncode != 0
+    assert re.search(r"^kafka\s+stopped", status.stdout, re.M), status.stdout
+    assert re.search(r"^neo4j\s+stopped", status.stdout, re.M), status.stdout
+    assert shared_pids() == shared_before  # the shared servers still run, untouched
 
+    up = run("up")
+    assert up.returncode == 0, up.stderr
     admin = kafka_admin(bootstrap)
     try:
         assert topic in admin.list_topics()
@@ -220,13 +278,17 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings):
         admin.close()
     rec = consume_at(bootstrap, topic, meta.partition, meta.offset)
     assert rec.value == b"before-restart"
-
     with neo4j_driver(uri) as driver:
         records, _, _ = driver.execute_query("MATCH (n:DeployTest {id: $id}) RETURN n.v AS v", id=node_id)
         assert [r["v"] for r in records] == [7]
-        driver.execute_query("MATCH (n:DeployTest {id: $id}) DETACH DELETE n", id=node_id)
-    admin = kafka_admin(bootstrap)
+
+    # our data never reached the shared servers, which ran throughout
+    admin = kafka_admin(settings["AUDITFLOW_KAFKA_BOOTSTRAP"])
     try:
-        admin.delete_topics([topic])
+        assert topic not in admin.list_topics()
     finally:
         admin.close()
+    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"]) as driver:
+        records, _, _ = driver.execute_query("MATCH (n:DeployTest {id: $id}) RETURN n", id=node_id)
+        assert records == []
+    assert shared_pids() == shared_before

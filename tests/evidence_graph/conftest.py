@@ -1,9 +1,8 @@
 """Graph backends for the conformance suite: embedded in memory, embedded on a file, and Neo4j
-(only with ``AUDITFLOW_SERVICES=1``, against the server ``deploy/services up neo4j`` starts)."""
+(against the server ``deploy/services up neo4j`` starts: see ``services`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 import pickle
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,11 +12,7 @@ import pytest
 
 from evidence_graph import GraphStore, NetworkxGraphStore
 
-SERVICES = os.environ.get("AUDITFLOW_SERVICES") == "1"
-needs_neo4j = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not SERVICES, reason="Neo4j tests need AUDITFLOW_SERVICES=1"),
-]
+needs_neo4j = pytest.mark.services("neo4j")
 
 
 def new_neo4j_store() -> GraphStore:

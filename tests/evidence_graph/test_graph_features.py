@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import networkx as nx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +17,7 @@ from evidence_graph import (
     NetworkxGraphStore,
     graph_features,
 )
+from evidence_graph.graph_features import FEATURE_NEIGHBOR_CAP
 from evidence_graph.testing import acct, chain, cycle, fan_out, gather_scatter, scatter_gather, tx
 
 
@@ -126,11 +129,80 @@ def test_later_edges_never_leak_into_an_earlier_event() -> None:
     assert graph_features(store, events[2])["g_cycle_len"] == 3
 
 
-def test_hub_work_is_capped_deterministically() -> None:
-    store = NetworkxGraphStore()
-    store.add_transactions(fan_out("HUB", [f"L{i:03d}" for i in range(500)]))
+def _hub_events(n_leaves: int, seed: int) -> list[TransactionEvent]:
+    """HUB pays n_leaves leaves at shuffled minutes (so cap order is neither name nor insertion
+    order), several in the same minute (ties broken by event id); every third leaf pays onward."""
+    rng = random.Random(seed)
+    minutes = [rng.randrange(0, 300) for _ in range(n_leaves)]
+    events = [tx(f"h{rng.randrange(10**6):06d}-{i:03d}", "HUB", f"L{i:03d}", m) for i, m in enumerate(minutes)]
+    events += [tx(f"on{i:03d}", f"L{i:03d}", f"Y{i:03d}", 400) for i in range(0, n_leaves, 3)]
+    rng.shuffle(events)
+    return events
+
+
+def _earliest(events: list[TransactionEvent], account: str, cap: int) -> list[TransactionEvent]:
+    """Each account keeps its ``cap`` earliest edges per direction (event id breaks ties)."""
+    node = acct(account)
+    mine = sorted((e for e in events if e.sender.node_id == node), key=lambda e: (e.timestamp, e.event_id))
+    return mine[:cap]
+
+
+@pytest.mark.parametrize("cap", [1, 7, 40, 200])
+def test_hub_counts_saturate_at_the_cap_on_the_earliest_edges(cap) -> None:
+    events = _hub_events(120 if cap < 200 else 500, seed=cap)
     ev = tx("late", "HUB", "NEW", 600)
-    a, b = graph_features(store, ev), graph_features(store, ev)
-    assert a == b and a["g_snd_out_degree"] == 201  # 200 earliest payees plus this event's
-    assert graph_features(store, ev, neighbor_cap=1000)["g_snd_out_degree"] == 501
-    assert acct("HUB") == "001/HUB"
+    n_leaves = sum(e.sender.node_id == acct("HUB") for e in events)
+    # the oracle: brute force over the graph the cap allows, the HUB's `cap` earliest payments
+    # (leaves and Y accounts pay at most once each, so only the hub is ever capped)
+    kept = _earliest(events, "HUB", cap)
+    others = [e for e in events if e.sender.node_id != acct("HUB")]
+    want = {k: float(v) for k, v in brute_force([*kept, *others], ev, 1440).items()}
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    got = graph_features(store, ev, neighbor_cap=cap)
+    assert got == want
+    # saturation: the hub's payees are the cap (plus this event's own payee), far below the truth
+    assert got["g_snd_out_degree"] == min(cap, n_leaves) + 1
+    assert got["g_two_hop_out"] == want["g_two_hop_out"] >= got["g_snd_out_degree"]
+    # the same answer whatever the insertion order (one batch, one by one, reversed)
+    for order in (sorted(events, key=lambda e: e.event_id), list(reversed(events))):
+        other = NetworkxGraphStore()
+        for e in order:
+            other.add_transactions([e])
+        assert graph_features(other, ev, neighbor_cap=cap) == got
+
+
+def test_default_cap_bounds_hub_work_and_a_larger_cap_sees_everything() -> None:
+    events = _hub_events(500, seed=3)
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    ev = tx("late", "HUB", "NEW", 600)
+    capped = graph_features(store, ev)
+    assert capped["g_snd_out_degree"] < 500
+    assert capped == graph_features(store, ev, neighbor_cap=FEATURE_NEIGHBOR_CAP)
+    # without saturation the counts are the brute-force ones over the whole graph
+    full = graph_features(store, ev, neighbor_cap=1000)
+    assert full == {k: float(v) for k, v in brute_force(events, ev, 1440).items()}
+    assert full["g_snd_out_degree"] == 501
+
+
+def test_cap_ties_in_one_minute_go_to_the_smaller_event_id() -> None:
+    # HUB pays L1 at minute 0, then L2 ("h-b") and L3 ("h-c") in the same minute 5; with a cap
+    # of 2 the hub keeps h-a and h-b. L3 pays onward twice, so keeping it would show.
+    events = [
+        tx("y1", "L1", "Y1", 8),
+        tx("h-c", "HUB", "L3", 5),
+        tx("y3", "L3", "Y3", 9),
+        tx("y3b", "L3", "Y3b", 9),
+        tx("h-b", "HUB", "L2", 5),
+        tx("h-a", "HUB", "L1", 0),
+    ]
+    ev = tx("late", "HUB", "NEW", 20)
+    for order in (events, events[::-1]):
+        store = NetworkxGraphStore()
+        for e in order:
+            store.add_transactions([e])
+        f = graph_features(store, ev, neighbor_cap=2)
+        assert f["g_snd_out_degree"] == 3  # L1, L2 and this event's NEW
+        assert f["g_two_hop_out"] == 4  # L1, L2, NEW and Y1 (L1's payee); not L3, Y3, Y3b
+        assert graph_features(store, ev, neighbor_cap=3)["g_two_hop_out"] == 7

@@ -212,16 +212,54 @@ def test_same_graph_same_trace_id_whatever_the_insertion_order(backend) -> None:
             b = trace_evidence(two, acct("A"), direction=direction, fanout_cap=cap)
             assert a == b and a.to_json() == b.to_json()
             assert EvidenceTrace.from_dict(json.loads(a.to_json())) == a
-    ref = trace_evidence(one, acct("A"))
-    assert ref.trace_id == trace_evidence(one, acct("A")).trace_id
-    assert ref.backend == one.backend
+    assert trace_evidence(one, acct("A")).backend == BACKEND_NAME[backend.kind]
+
+
+BACKEND_NAME = {"memory": "networkx", "file": "networkx", "neo4j": "neo4j"}
+
+
+def test_trace_id_is_the_content_address_of_root_parameters_and_edges(backend) -> None:
+    """Unreachable edges leave the id alone; a reachable edge, another root or parameter change it."""
+    base = [*chain("ABC"), tx("side", "X", "Y", 1)]
+    one, two, three = backend.new(), backend.new(), backend.new()
+    one.add_transactions(base)
+    two.add_transactions([*base, tx("far", "Y", "Z", 2), tx("into", "Z", "A", 3)])  # A -> ... unchanged
+    three.add_transactions([*base, tx("more", "C", "D", 4)])  # reachable from A: one more edge
+    ids = {
+        name: trace_evidence(store, acct("A")).trace_id for name, store in (("one", one), ("two", two), ("three", three))
+    }
+    assert ids["one"] == ids["two"]
+    assert ids["three"] != ids["one"]
+    assert trace_evidence(one, acct("B")).trace_id != ids["one"]
+    assert trace_evidence(one, acct("A"), max_hops=1).trace_id != ids["one"]
+    assert trace_evidence(one, acct("A"), direction="both").trace_id not in (ids["one"], ids["three"])
+    assert edge_ids(trace_evidence(two, acct("A"))) == ["ch0", "ch1"]  # the same edges: hence the same id
 
 
 def test_context_manager_closes(backend) -> None:
     store = backend.new()
     with store as s:
-        s.add_transactions(chain("AB"))
-    store.close()  # idempotent
+        assert s is store
+        assert s.add_transactions(chain("AB")) == 1
+    with pytest.raises(ValueError, match="closed"):
+        store.add_transactions([tx("late", "B", "C", 5)])
+    store.close()  # idempotent: a second close neither raises nor reopens
+    with pytest.raises(ValueError, match="closed"):
+        store.add_transactions([tx("late", "B", "C", 5)])
+    # what was written inside the block is there for the next handle (flushed on close)
+    other = backend.reopen(store)
+    assert (other.node_count(), other.edge_count()) == (2, 1)
+    assert [e.event_id for e in other.out_edges(acct("A"))] == ["ch0"]
+
+
+def test_context_manager_closes_on_error(backend) -> None:
+    store = backend.new()
+    with pytest.raises(RuntimeError, match="boom"):
+        with store:
+            store.add_transactions(chain("AB"))
+            raise RuntimeError("boom")
+    with pytest.raises(ValueError, match="closed"):
+        store.add_transactions([tx("late", "B", "C", 5)])
 
 
 def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStore) -> None:

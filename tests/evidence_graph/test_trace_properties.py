@@ -4,7 +4,6 @@ computations, and every backend gives the identical trace."""
 from __future__ import annotations
 
 import itertools
-import os
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -18,7 +17,6 @@ from auditflow.records import TransactionEvent
 from evidence_graph import GraphStore, NetworkxGraphStore, trace_evidence
 from evidence_graph.testing import T0, tx
 
-SERVICES = os.environ.get("AUDITFLOW_SERVICES") == "1"
 _example = itertools.count()
 
 
@@ -158,8 +156,7 @@ def neo4j_store(neo4j_factory):
     store.close()
 
 
-@pytest.mark.integration
-@pytest.mark.skipif(not SERVICES, reason="Neo4j tests need AUDITFLOW_SERVICES=1")
+@pytest.mark.services("neo4j")
 @settings(max_examples=60, deadline=None)
 @given(g=graphs(), p=params, data=st.data())
 def test_neo4j_and_embedded_traces_are_identical(neo4j_store, g, p, data) -> None:

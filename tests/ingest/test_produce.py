@@ -5,8 +5,8 @@ producer's fast path from a CSV line to (key, value), must give exactly what the
 gives (``read_transactions`` -> ``TransactionEvent`` -> ``to_json``), byte for byte, or the same
 reject, on generated files and on fuzzed lines.
 
-Integration tests (real Kafka from ``deploy/services up kafka`` and ``AUDITFLOW_SERVICES=1``,
-skipped otherwise): a generated file with malformed rows spliced in at known lines is produced
+Integration tests (real Kafka from ``deploy/services up kafka`` and ``AUDITFLOW_SERVICES=1``;
+see ``services`` in tests/conftest.py): a generated file with malformed rows spliced in at known lines is produced
 with each client, read back from the topic and the DLQ, and checked against what reading the
 CSV with the reference codec gives. Topics are ``prodtest.<run uuid>.<name>``, deleted at the end.
 """
@@ -30,17 +30,10 @@ from ingest import kafka_io
 from ingest.amlworld import HEADER, read_transactions
 from ingest.synthetic import generate, write_dataset
 
-_NO_KAFKA = pytest.mark.skipif(
-    os.environ.get("AUDITFLOW_SERVICES") != "1",
-    reason="needs a running Kafka: `deploy/services up kafka` then AUDITFLOW_SERVICES=1 (make test does both)",
-)
-
-
 def needs_kafka(test):
     """An integration test on the real broker: ``services("kafka")`` (tests/conftest.py: skipped
-    without AUDITFLOW_SERVICES=1, an error under CI or if the broker does not answer), with the
-    plain gate of before as a fallback."""
-    return pytest.mark.services("kafka")(pytest.mark.integration(_NO_KAFKA(test)))
+    without AUDITFLOW_SERVICES=1, an error under CI or if the broker does not answer)."""
+    return pytest.mark.services("kafka")(test)
 
 HEADER_LINE = ",".join(HEADER)
 # Spliced in at these (final) line numbers: (raw line, field named by the reject, fragment of the reason).

@@ -6,7 +6,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import time
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -92,12 +91,14 @@ def test_window_and_start(small_dataset):
     assert all(ev.timestamp < datetime(2022, 9, 2) for ev in small_dataset.events)
 
 
-def test_default_size_and_speed():
-    t0 = time.perf_counter()
-    ds = generate()
-    elapsed = time.perf_counter() - t0
-    assert 20_000 <= len(ds.events) <= 30_000
-    assert elapsed < 10
+def test_default_size(default_dataset):
+    """2000 accounts x 3 days x 4.5 transfers per account and day: about 27,000 background rows,
+    plus the laundering (0.1 %, at least one attempt of each typology). The generator's speed is
+    measured by ``bench/generator.py``, never asserted here."""
+    events = default_dataset.events
+    background = sum(not ev.is_laundering for ev in events)
+    assert 26_000 <= background <= 28_000
+    assert 0 < len(events) - background < 0.005 * len(events)
 
 
 def test_density_is_a_parameter():

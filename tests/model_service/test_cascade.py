@@ -8,8 +8,10 @@ import json
 
 import numpy as np
 import pytest
+import xgboost as xgb
 
 from auditflow.records import Alert, alert_id_for
+from ingest import synthetic
 from model_service import (
     Cascade,
     best_f1_threshold,
@@ -223,16 +225,33 @@ def test_explain_alerts(planted, trained):
     assert len(out) == report.cascade_test.flagged > 0
     keys = [(-a.score, a.event.event_id) for a, _ in out]
     assert keys == sorted(keys)
-    by_id = {ev.event_id: (ev, f) for ev, f in candidates}
+    # The reference, computed here: the stage-2 row assembled by hand from the stream features and
+    # the graph features, scored and explained by xgboost itself (Booster.predict and its own
+    # TreeSHAP, pred_contribs), not through the cascade's scoring or SHAP code.
+    names = [*FEATURE_NAMES, *GRAPH_NAMES]
+    rows = np.array([[f[n] for n in FEATURE_NAMES] + [mule_graph_features(ev)[n] for n in GRAPH_NAMES]
+                     for ev, f in candidates])
+    dm = xgb.DMatrix(rows.astype(np.float32), feature_names=names)
+    want_scores = cascade.deep.booster.predict(dm).astype(np.float64)
+    contribs = cascade.deep.booster.predict(dm, pred_contribs=True)[:, :-1]
+    want_alerts = {ev.event_id for (ev, _), s in zip(candidates, want_scores) if s >= cascade.alert_threshold}
+    assert {a.event.event_id for a, _ in out} == want_alerts
+    index = {ev.event_id: i for i, (ev, _) in enumerate(candidates)}
     for alert, codes in out:
-        ev, f = by_id[alert.event.event_id]
-        score, x = cascade.deep_score(ev, f, mule_graph_features)
+        i = index[alert.event.event_id]
+        ev, _ = candidates[i]
         assert alert.alert_id == alert_id_for(ev.event_id) and alert.event == ev
-        assert alert.score == score >= alert.threshold == cascade.alert_threshold
+        assert alert.score == pytest.approx(want_scores[i], abs=1e-6)
+        assert alert.score >= alert.threshold == cascade.alert_threshold
         assert alert.model_digest == cascade.digest
-        assert [n for n, _ in alert.features] == [*FEATURE_NAMES, *GRAPH_NAMES]
-        assert [v for _, v in alert.features] == x.tolist()
-        assert codes == cascade.deep.reason_codes(x, k=3)
+        assert [n for n, _ in alert.features] == names
+        assert [v for _, v in alert.features] == rows[i].tolist()
+        # reason codes: the top 3 strictly positive contributions, largest first
+        c = contribs[i]
+        top = sorted((j for j in range(len(names)) if c[j] > 0), key=lambda j: -c[j])[:3]
+        assert [cd.feature for cd in codes] == [names[j] for j in top]
+        assert [cd.value for cd in codes] == [rows[i][j] for j in top]
+        assert [cd.contribution for cd in codes] == pytest.approx([float(c[j]) for j in top], abs=1e-4)
         assert 0 < len(codes) <= 3
         assert Alert.from_json(alert.to_json()) == alert
     # Every alert here is a mule's transfer; the planted graph feature must be a top reason.
@@ -254,7 +273,6 @@ def test_explain_alerts_needs_every_graph_feature(planted, trained):
 
 
 def test_train_cascade_on_the_synthetic_generator():
-    synthetic = pytest.importorskip("ingest.synthetic")
     ds = synthetic.generate(accounts=300, days=6, laundering_rate=0.02, seed=1)
     events = sorted(ds.events, key=lambda ev: (ev.timestamp, ev.source_offset))
     rows = compute_features(events)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from model_service import BoosterParams, GradientBoostedScorer
 
@@ -58,11 +59,21 @@ def test_learns_the_planted_feature():
     assert first.count("fan_out") == len(first)
 
 
-def test_class_imbalance_is_weighted():
-    X, y = planted(3000, seed=23)
-    s = GradientBoostedScorer(NAMES, BoosterParams(n_estimators=5, max_depth=2, nthread=1)).fit(X, y)
-    import json
-
-    meta = json.loads(s.booster.attr("auditflow"))
-    assert meta["scale_pos_weight"] == (y == 0).sum() / (y == 1).sum()
-    assert meta["n_positive"] == int(y.sum()) and meta["n_train"] == len(y)
+@pytest.mark.parametrize("pos_weight", [None, 1.0, 3.0])
+def test_class_imbalance_is_weighted(pos_weight):
+    """With nothing to split on, boosting converges to the weighted base rate, computed here:
+    w * n_pos / (w * n_pos + n_neg). The default weight w = n_neg / n_pos balances the classes
+    (every score 0.5); w = 1 leaves the raw base rate (1/15 here)."""
+    n, n_pos = 3000, 200
+    X = np.zeros((n, len(NAMES)))  # constant features: no split is possible, only the bias moves
+    y = np.zeros(n, dtype=int)
+    y[np.random.default_rng(5).choice(n, size=n_pos, replace=False)] = 1
+    params = BoosterParams(n_estimators=60, max_depth=2, learning_rate=1.0, subsample=1.0,
+                           colsample_bytree=1.0, reg_lambda=0.0, scale_pos_weight=pos_weight, nthread=1)
+    p = GradientBoostedScorer(NAMES, params).fit(X, y).predict_proba(X)
+    n_neg = n - n_pos
+    w = n_neg / n_pos if pos_weight is None else pos_weight
+    want = w * n_pos / (w * n_pos + n_neg)
+    assert {None: 0.5, 1.0: 1 / 15, 3.0: 3 / 17}[pos_weight] == pytest.approx(want)
+    assert np.ptp(p) == 0.0
+    assert p[0] == pytest.approx(want, abs=1e-4)
