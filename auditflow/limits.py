@@ -51,3 +51,11 @@ RECENT_LEGS = 32
 GRAPH_FEATURE_NEIGHBOR_CAP = 200
 #: Longest receiver -> sender path searched for the cycle graph feature.
 CYCLE_MAX_PATH_HOPS = 5
+
+# ---------------------------------------------------------------- event time in the stream job
+
+#: Watermarks trail the largest event time seen by this much (bounded out-of-orderness).
+DEFAULT_OUT_OF_ORDERNESS_MS = 60 * 60 * 1000
+#: A record whose event time plus this is at or behind the watermark is late: split off and
+#: counted, never applied out of order. Legs wait this long past the watermark before they apply.
+DEFAULT_ALLOWED_LATENESS_MS = 0
