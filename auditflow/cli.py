@@ -297,12 +297,10 @@ def job_run(
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
 ) -> None:
     """Run the Kafka job on a local MiniCluster (Ctrl-C stops an unbounded run)."""
-    from pipelines.kafka_job import run_kafka_job
-
     s = _settings()
     model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
-    res = run_kafka_job(s, str(model_dir), bounded=bounded, graph_options=s.graph_options)
-    console.print(f"job finished in {res.seconds:.1f}s")
+    res = flow.run_kafka_job(s, str(model_dir), bounded=bounded)
+    console.print(f"job finished in {res.seconds:.1f}s: {res.processed:,} processed, {res.duplicate:,} duplicates")
 
 
 @job_app.command("submit")
@@ -311,11 +309,9 @@ def job_submit(
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
 ) -> None:
     """Submit the Kafka job to the Flink session cluster (`flink run -py`), as on any Flink cluster."""
-    from pipelines.kafka_job import submit_kafka_job
-
     s = _settings()
     model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
-    proc = submit_kafka_job(s, str(model_dir), bounded=bounded)
+    proc = flow.submit_kafka_job(s, str(model_dir), bounded=bounded)
     console.print(proc.stdout[-2000:])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -127,13 +128,6 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
     return {**summary, **timings}
 
 
-def load_fast_path(model_dir: str) -> tuple[Callable, float, str]:
-    """Scorer factory for the stream job (pure Python, no xgboost in the TaskManager)."""
-    from model_service.fast_path import fast_path_scorer
-
-    return fast_path_scorer(model_dir)[:3]
-
-
 # ---------------------------------------------------------------------------- stream job
 
 
@@ -147,30 +141,101 @@ class StreamResult:
     rejects: list[RejectedRecord]
     candidates: list[tuple[TransactionEvent, dict[str, float]]]
     seconds: float
+    late: list[RejectedRecord] = field(default_factory=list)  # behind the watermark: split off
+    duplicates: int = 0  # records whose event id was already seen: dropped before features
+
+
+def stream_spec(model_dir: str | Path, settings: Settings, *, with_graph: bool = True):
+    """The stream job's spec from settings: the stage-1 model (batch scorer), the graph store,
+    parallelism and the event-time rules."""
+    from functools import partial
+
+    from model_service.fast_path import batch_scorer
+    from pipelines.stream_job import StreamSpec
+
+    return StreamSpec(
+        scorer_factory=partial(batch_scorer, str(Path(model_dir).resolve())),
+        graph_url=settings.effective_graph_url if with_graph else None,
+        graph_options=settings.graph_options,
+        parallelism=settings.parallelism,
+        out_of_orderness_ms=settings.out_of_orderness_ms,
+        allowed_lateness_ms=settings.allowed_lateness_ms,
+    )
 
 
 def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> StreamResult:
-    """Run the PyFlink job over the file (bounded source) on a local MiniCluster.
+    """Run the stream job over the file (bounded source) on a local MiniCluster.
 
-    ``processed`` is the job's own count of events it scored, not new graph edges: a rerun into
-    the same graph, or a ``memory:`` graph, still balances ``in = processed + rejected``."""
-    from functools import partial
+    The counts are the job's own: ``in = processed + rejected + late + duplicate``; a rerun into
+    the same graph, or a ``memory:`` graph, balances too."""
+    from pipelines.stream_job import run_file_job
 
-    from model_service.fast_path import fast_path_scorer
-    from pipelines.job import JobSpec, run_file_job
-
-    spec = JobSpec(
-        graph_url=settings.effective_graph_url,
-        graph_options=settings.graph_options,
-        scorer_factory=partial(fast_path_scorer, str(Path(model_dir).resolve())),
-        window_minutes=settings.window_minutes,
-        parallelism=settings.parallelism,
-    )
     t0 = time.perf_counter()
-    out = run_file_job(str(csv_path), spec)
+    out = run_file_job(str(csv_path), stream_spec(model_dir, settings))
     seconds = time.perf_counter() - t0
     candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
-    return StreamResult(out.records_in, out.processed, out.rejects, candidates, seconds)
+    return StreamResult(out.records_in, out.processed, out.rejects, candidates, seconds, late=out.late,
+                        duplicates=len(out.duplicates))
+
+
+def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "auditflow-stream",
+                     job_name: str = "auditflow-kafka"):
+    from pipelines.kafka_job import KafkaJobConfig, check_connector_jar
+
+    return KafkaJobConfig(
+        bootstrap=settings.kafka_bootstrap, topic_transactions=settings.topic_transactions,
+        topic_alerts=settings.topic_alerts, topic_dlq=settings.topic_dlq,
+        connector_jar=check_connector_jar(str(settings.flink_kafka_jar) if settings.flink_kafka_jar else None),
+        group_id=group_id, bounded=bounded, job_name=job_name,
+    )
+
+
+def run_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
+                  group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka"):
+    """The Kafka job on a local MiniCluster, configured from settings; returns its counts."""
+    from pipelines.kafka_job import run_kafka_job as run
+
+    return run(kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name),
+               stream_spec(model_dir, settings))
+
+
+def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
+                     group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka",
+                     timeout_s: float = 1800) -> subprocess.CompletedProcess:
+    """Submit the Kafka job to the Flink session cluster with ``flink run -py`` and wait for it.
+
+    Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
+    (``settings.flink_home``, else the one inside the installed ``pyflink`` package) with the
+    cluster's configuration (``settings.flink_conf_dir``) and the REST address from settings; the
+    job's settings travel as its arguments. Raises ``RuntimeError`` with the client's output."""
+    import os
+    import sys
+    from urllib.parse import urlparse
+
+    import pyflink
+
+    from pipelines import kafka_job
+    from pipelines.jvm import operators_jar
+
+    cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name)
+    flink_home = str(settings.flink_home or Path(pyflink.__file__).resolve().parent)
+    rest = urlparse(settings.flink_rest)
+    cmd = [os.path.join(flink_home, "bin", "flink"), "run",
+           "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
+           "-j", str(operators_jar()), "-j", cfg.connector_jar,
+           "-pyexec", sys.executable, "-py", str(Path(kafka_job.__file__).resolve()),
+           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings))]
+    # The client's own environment (the job's settings are its arguments), less what a local
+    # PyFlink job run earlier in this process (loopback mode) left behind for its Python workers.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYFLINK_GATEWAY_DISABLED", "PYTHON_LOOPBACK_SERVER_ADDRESS", "_PYFLINK_CONN_INFO_PATH")}
+    env["FLINK_HOME"] = flink_home
+    if settings.flink_conf_dir:
+        env["FLINK_CONF_DIR"] = str(settings.flink_conf_dir)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"flink run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
 
 
 def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[TransactionEvent, dict[str, float]]]:
@@ -186,39 +251,50 @@ def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[T
     return sorted(seen.values(), key=lambda c: (c[0].source_offset, c[0].event_id))
 
 
+def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]:
+    """The job's own counters (accumulators) from the cluster's REST API, for the job whose id the
+    ``flink run`` client printed."""
+    import re
+    import urllib.request
+
+    ids = re.findall(r"JobID ([0-9a-f]{32})", client_output)
+    if not ids:
+        raise RuntimeError(f"no JobID in the flink client's output:\n{client_output[-2000:]}")
+    url = f"{settings.flink_rest.rstrip('/')}/jobs/{ids[-1]}/accumulators"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        body = json.loads(resp.read())
+    acc = {a["name"]: a["value"] for a in body.get("user-task-accumulators", [])}
+    return {"processed": int(acc.get("auditflow.processed", 0)), "duplicate": int(acc.get("auditflow.duplicate", 0))}
+
+
 def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Settings, *,
                      cluster: bool = False, fresh_topics: bool = False,
                      progress: Callable[[int], None] | None = None) -> StreamResult:
     """Produce the file to Kafka, run the Kafka job (local MiniCluster or the session cluster)
     to the end of the topic, and read its alerts and dead letters back from Kafka."""
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
-    from pipelines.kafka_job import run_kafka_job, submit_kafka_job
 
     topics = (settings.topic_transactions, settings.topic_alerts, settings.topic_dlq)
     if fresh_topics:
         delete_topics(settings.kafka_bootstrap, topics)
     ensure_topics(settings.kafka_bootstrap, {t: settings.topic_partitions for t in topics})
     produced = produce_file(csv_path, settings)
-    # TODO(kafka job redesign): "processed" here is still the number of new graph edges, so a
-    # rerun into a graph that already holds these events fails the count check. The Kafka job
-    # reports its own processed count (like run_file_job's JobOutput.processed) once it is
-    # redesigned; use that then and drop this edge-count delta.
-    with open_graph(settings) as store:
-        before = store.edge_count()
     t0 = time.perf_counter()
     if cluster:
-        submit_kafka_job(settings, str(model_dir), bounded=True)
+        proc = submit_kafka_job(settings, str(model_dir), bounded=True)
+        counts = cluster_job_counts(settings, proc.stdout + proc.stderr)
+        processed, duplicates = counts["processed"], counts["duplicate"]
     else:
-        run_kafka_job(settings, str(model_dir), bounded=True, graph_options=settings.graph_options)
+        res = run_kafka_job(settings, str(model_dir), bounded=True)
+        processed, duplicates = res.processed, res.duplicate
     seconds = time.perf_counter() - t0
-    with open_graph(settings) as store:
-        written = store.edge_count() - before
     alerts = consume_all(settings.kafka_bootstrap, settings.topic_alerts, timeout_s=120)
     dead = consume_all(settings.kafka_bootstrap, settings.topic_dlq, timeout_s=60)
-    rejects = [RejectedRecord.from_dict({k: v for k, v in json.loads(r.value).items() if k not in ("topic", "partition")})
-               for r in dead]
+    dead_letters = [RejectedRecord.from_dict(json.loads(r.value)) for r in dead]
+    rejects = [r for r in dead_letters if r.stage != "late"]
+    late = [r for r in dead_letters if r.stage == "late"]
     candidates = candidates_from_fast_alerts(r.value for r in alerts)
-    return StreamResult(produced.read, written, rejects, candidates, seconds)
+    return StreamResult(produced.read, processed, rejects, candidates, seconds, late=late, duplicates=duplicates)
 
 
 # ---------------------------------------------------------------------------- deep path
@@ -315,23 +391,29 @@ class RunPaths:
 
 
 class CountMismatch(RuntimeError):
-    """The stream job's counts do not balance: records in != processed + rejected.
+    """The stream job's counts do not balance: records in != processed + rejected + late +
+    duplicate.
 
     Raised after ``rejects.jsonl`` and ``fast_alerts.jsonl`` are written (to look into), before
     the deep path."""
 
-    def __init__(self, records_in: int, processed: int, rejected: int, paths: RunPaths) -> None:
+    def __init__(self, records_in: int, processed: int, rejected: int, paths: RunPaths, late: int = 0,
+                 duplicates: int = 0) -> None:
+        gap = records_in - processed - rejected - late - duplicates
         super().__init__(
-            f"count check failed: {records_in} in != {processed} processed + {rejected} rejected "
-            f"({records_in - processed - rejected:+d} unaccounted); see {paths.rejects} and {paths.fast_alerts}"
+            f"count check failed: {records_in} in != {processed} processed + {rejected} rejected + {late} late "
+            f"+ {duplicates} duplicate ({gap:+d} unaccounted); see {paths.rejects} and {paths.fast_alerts}"
         )
         self.records_in, self.processed, self.rejected, self.paths = records_in, processed, rejected, paths
+        self.late, self.duplicates = late, duplicates
 
 
 def check_counts(stream: StreamResult, paths: RunPaths) -> None:
-    """Nothing is dropped: every record read was processed or rejected, else :class:`CountMismatch`."""
-    if stream.records_in != stream.processed + len(stream.rejects):
-        raise CountMismatch(stream.records_in, stream.processed, len(stream.rejects), paths)
+    """Nothing is dropped: every record read was processed, rejected, late or a duplicate, else
+    :class:`CountMismatch`."""
+    if stream.records_in != stream.processed + len(stream.rejects) + len(stream.late) + stream.duplicates:
+        raise CountMismatch(stream.records_in, stream.processed, len(stream.rejects), paths, len(stream.late),
+                            stream.duplicates)
 
 
 @dataclass
@@ -356,6 +438,14 @@ class RunResult:
     @property
     def rejected(self) -> int:
         return len(self.stream.rejects)
+
+    @property
+    def late(self) -> int:
+        return len(self.stream.late)
+
+    @property
+    def duplicates(self) -> int:
+        return self.stream.duplicates
 
     @property
     def alerted_ids(self) -> list[str]:
@@ -388,6 +478,8 @@ class RunResult:
             "events_in": self.events_in,
             "processed": self.processed,
             "rejected": self.rejected,
+            "late": self.late,
+            "duplicates": self.duplicates,
             "alerts": len(self.cases),
             "reports_written": self.reports_written,
             "laundering_planted": len(self.laundering_ids),
@@ -408,7 +500,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     progress = progress or _no_progress
     paths = RunPaths.under(settings.out_dir)
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(paths.rejects, (r.to_json() for r in stream.rejects))
+    write_jsonl(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]))
     write_jsonl(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
     check_counts(stream, paths)
     if laundering_ids is None:

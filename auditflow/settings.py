@@ -34,6 +34,9 @@ AUDITFLOW_TRACE_HORIZON_MINUTES    traces follow the money this long after the  
 AUDITFLOW_TYPOLOGY_WINDOW_MINUTES  typology detection looks this far either side    ``4320`` (3 days)
                                    of the alerted transfer
 AUDITFLOW_PARALLELISM              stream job parallelism                           ``1``
+AUDITFLOW_OUT_OF_ORDERNESS_MS      watermarks trail the latest event time by this   ``3600000`` (1 hour)
+AUDITFLOW_ALLOWED_LATENESS_MS      records this far behind the watermark are still  ``0``
+                                   applied in order; later ones are split off late
 AUDITFLOW_SIGNING_KEY              HMAC key for report manifests (secret)           a development key
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
@@ -55,6 +58,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from auditflow.graph_url import BOLT_SCHEMES, graph_backend
 from auditflow.limits import (
+    DEFAULT_ALLOWED_LATENESS_MS,
+    DEFAULT_OUT_OF_ORDERNESS_MS,
     DEFAULT_FANOUT_CAP,
     DEFAULT_TRACE_HORIZON,
     DEFAULT_TYPOLOGY_WINDOW,
@@ -92,6 +97,8 @@ class Settings(BaseSettings):
     trace_horizon_minutes: int = Field(default=DEFAULT_TRACE_HORIZON // _MINUTE, ge=1)
     typology_window_minutes: int = Field(default=DEFAULT_TYPOLOGY_WINDOW // _MINUTE, ge=1)
     parallelism: int = Field(default=1, ge=1)
+    out_of_orderness_ms: int = Field(default=DEFAULT_OUT_OF_ORDERNESS_MS, ge=0)
+    allowed_lateness_ms: int = Field(default=DEFAULT_ALLOWED_LATENESS_MS, ge=0)
     signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
     seed: int = 7
 

@@ -11,8 +11,8 @@ features arrive as a callable ``graph_features_fn(event) -> {name: value}``, so 
 does not import :mod:`evidence_graph`.
 """
 
-# Lazy exports: the stream job imports model_service.fast_path inside the TaskManager, which
-# must not load xgboost (see model_service.fast_path); everything else loads on first use.
+# Lazy exports: importing the package loads neither xgboost nor shap; each name loads on first
+# use.
 _EXPORTS = {
     "BinaryMetrics": "model_service.training",
     "BoosterParams": "model_service.scorer",

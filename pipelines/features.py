@@ -107,6 +107,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from auditflow.features import (
     ACCOUNT_FEATURES,
@@ -123,7 +124,7 @@ from auditflow.limits import (
     SHORT_WINDOW_MINUTES,
 )
 from auditflow.money import USD_RATES, usd_cents
-from auditflow.records import PAYMENT_FORMATS, TransactionEvent
+from auditflow.records import PAYMENT_FORMATS, TransactionEvent, epoch_millis
 
 __all__ = [
     "ACCOUNT_FEATURES",
@@ -415,14 +416,60 @@ def assemble(ev: TransactionEvent, snd: dict[str, float], rcv: dict[str, float])
 
 
 def event_order(ev: TransactionEvent) -> tuple[int, int, str]:
-    """The order events are applied in: (minute, source offset, event id)."""
-    return ev.minute, ev.source_offset, ev.event_id
+    """The order events are applied in: (event time in ms, source offset, event id). For the
+    minute-resolution AMLworld timestamps this is (minute, source offset, event id)."""
+    return epoch_millis(ev.timestamp), ev.source_offset, ev.event_id
+
+
+@dataclass
+class Admission:
+    """How the stream job sorts records by event time (see :func:`admit`)."""
+
+    processed: list[TransactionEvent]
+    late: list[TransactionEvent]
+    duplicates: list[TransactionEvent]
+
+
+def admit(events: Iterable[TransactionEvent], out_of_orderness_ms: int, allowed_lateness_ms: int) -> Admission:
+    """The reference of the job's event-time rules, over records in arrival order.
+
+    The watermark after a record is the largest event time seen so far minus the
+    out-of-orderness bound (none before the first record). A record whose time plus the allowed
+    lateness is at or behind the watermark *before* it is late; otherwise, a record whose event id
+    was already admitted is a duplicate; otherwise it is processed. Every record, late and
+    duplicate ones included, moves the watermark.
+
+    >>> from datetime import datetime
+    >>> from auditflow.money import Money
+    >>> from auditflow.records import AccountRef
+    >>> def ev(i, minute):
+    ...     return TransactionEvent(f"t{i}", datetime(2022, 9, 1, 0, minute), AccountRef("1", "A"),
+    ...         AccountRef("1", "B"), Money("Euro", 1), Money("Euro", 1), "ACH", False, i)
+    >>> a = admit([ev(1, 10), ev(2, 0), ev(3, 9), ev(1, 10)], out_of_orderness_ms=120_000, allowed_lateness_ms=0)
+    >>> [e.event_id for e in a.processed], [e.event_id for e in a.late], [e.event_id for e in a.duplicates]
+    (['t1', 't3'], ['t2'], ['t1'])
+    """
+    out = Admission([], [], [])
+    seen: set[str] = set()
+    watermark: int | None = None
+    for ev in events:
+        ts = epoch_millis(ev.timestamp)
+        if watermark is not None and ts + allowed_lateness_ms <= watermark:
+            out.late.append(ev)
+        elif ev.event_id in seen:
+            out.duplicates.append(ev)
+        else:
+            seen.add(ev.event_id)
+            out.processed.append(ev)
+        mark = ts - out_of_orderness_ms
+        watermark = mark if watermark is None or mark > watermark else watermark
+    return out
 
 
 def iter_features(events: Iterable[TransactionEvent]) -> Iterator[tuple[TransactionEvent, dict[str, float]]]:
     """The plain-Python reference: yield each event with its features, in application order.
 
-    Events are sorted by (minute, source offset, event id) and each one's OUT leg is applied
+    Events are sorted by :func:`event_order` and each one's OUT leg is applied
     before its IN leg: per account, the order (minute, source offset, event id, OUT before IN)
     in which the stream job applies legs once the watermark passes them, so both compute the
     same values whatever the order of the input (a file slightly out of time order, Kafka

@@ -1,202 +1,200 @@
-"""The stream job on Kafka: KafkaSource -> the same parse/features/score -> KafkaSink.
+"""The stream job on Kafka: the topology of :mod:`pipelines.stream_job` between Kafka topics.
 
-Runs on a local MiniCluster (``run_kafka_job``) or is submitted unchanged to a Flink session
-cluster (``flink run -py pipelines/kafka_job.py -- --model-dir DIR``), which is what a user does
-against a multi-node or Kubernetes Flink cluster. Settings (bootstrap servers, topics, graph
-store, connector jar) come from :class:`auditflow.settings.Settings` / ``AUDITFLOW_*`` variables.
+Runs on a local MiniCluster (:func:`run_kafka_job`) or is submitted unchanged to a Flink cluster
+with ``flink run -py pipelines/kafka_job.py -- ARGS`` (:func:`main` takes every setting as an
+argument, so the job needs nothing of the app layer on the cluster).
 
-* Source: the Kafka table connector with ``topic``, ``partition`` and ``offset`` metadata columns,
-  so a record that fails parsing reaches ``transactions.dlq`` as an envelope naming its
-  topic/partition/offset, raw value, reason and stage. Event time comes from the record's
-  timestamp field; watermarks are generated per partition inside the source.
-* Sinks: fast-path alerts to ``alerts``, dead letters to ``transactions.dlq``.
-* Checkpointing is on (at-least-once delivery into Kafka; graph writes are idempotent MERGEs
-  keyed by event id, so a replay changes no counts).
+* Source: the Kafka table connector, the record value plus its ``topic``, ``partition`` and
+  ``offset``; event time from the wire record, watermarks per partition emitted on every record.
+* Sinks: alerts to the alerts topic; rejected and late records to the dead-letter topic as
+  :class:`auditflow.records.RejectedRecord` JSON plus ``topic`` and ``partition``; the graph
+  through the batched graph writer. Duplicates are counted (``auditflow.duplicate``).
+* Checkpointing every 5 s; sinks are at-least-once, graph writes idempotent on event id.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import time
-from urllib.parse import urlparse
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyflink.common import Types
-from pyflink.common.serialization import SimpleStringSchema
-from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.datastream.connectors.base import DeliveryGuarantee
-from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
-from pyflink.table import StreamTableEnvironment
-
-from auditflow.settings import Settings
-from pipelines.job import JobSpec, build_pipeline, flink_environment
+from pipelines.stream_job import (
+    StreamSpec,
+    _sql_str,
+    build_topology,
+    event_time_column,
+    job_counts,
+    table_environment,
+    watermark_clause,
+)
 
 CHECKPOINT_INTERVAL_MS = 5_000
 
 
-def connector_jar(settings: Settings) -> str:
-    jar = settings.flink_kafka_jar
-    if not jar or not Path(jar).is_file():
-        raise FileNotFoundError(
-            f"flink-sql-connector-kafka jar not found (AUDITFLOW_FLINK_KAFKA_JAR={jar!r}); "
-            "run `deploy/services connector-jar` to fetch it"
-        )
-    return str(Path(jar).resolve())
+@dataclass
+class KafkaJobConfig:
+    """Where the Kafka job reads and writes."""
 
-
-def kafka_source(env: StreamExecutionEnvironment, settings: Settings, *, group_id: str, bounded: bool,
-                 out_of_orderness_minutes: int):
-    """``(topic/partition, offset, raw value)`` from the transactions topic, with event time."""
-    t_env = StreamTableEnvironment.create(env)
-    bounded_opt = "'scan.bounded.mode' = 'latest-offset'," if bounded else ""
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY TABLE kafka_transactions (
-            `value` STRING,
-            `topic` STRING METADATA VIRTUAL,
-            `partition` INT METADATA VIRTUAL,
-            `offset` BIGINT METADATA VIRTUAL,
-            `event_time` AS COALESCE(
-                TO_TIMESTAMP(JSON_VALUE(`value`, '$.timestamp'), 'yyyy-MM-dd''T''HH:mm'),
-                TO_TIMESTAMP('1970-01-01 00:00:00')),
-            WATERMARK FOR `event_time` AS `event_time` - INTERVAL '{out_of_orderness_minutes}' MINUTE
-        ) WITH (
-            'connector' = 'kafka',
-            'topic' = '{settings.topic_transactions}',
-            'properties.bootstrap.servers' = '{settings.kafka_bootstrap}',
-            'properties.group.id' = '{group_id}',
-            'scan.startup.mode' = 'earliest-offset',
-            {bounded_opt}
-            'scan.watermark.idle-timeout' = '30 s',
-            'format' = 'raw'
-        )""")
-    table = t_env.sql_query("SELECT `topic`, `partition`, `offset`, `value` FROM kafka_transactions")
-    rows = t_env.to_data_stream(table)
-    return rows.map(
-        lambda r: (f"{r[0]}/{r[1]}", int(r[2]), r[3] if r[3] is not None else ""),
-        output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()]),
-    ).name("kafka-records")
-
-
-def string_sink(settings: Settings, topic: str) -> KafkaSink:
-    return (
-        KafkaSink.builder()
-        .set_bootstrap_servers(settings.kafka_bootstrap)
-        .set_record_serializer(
-            KafkaRecordSerializationSchema.builder()
-            .set_topic(topic)
-            .set_value_serialization_schema(SimpleStringSchema())
-            .build()
-        )
-        .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-        .build()
-    )
-
-
-def build_kafka_job(settings: Settings, model_dir: str, *, bounded: bool, group_id: str = "auditflow-stream",
-                    graph_options: dict | None = None) -> StreamExecutionEnvironment:
-    from model_service.fast_path import fast_path_scorer
-
-    env = flink_environment(settings.parallelism, extra_jars=[connector_jar(settings)])
-    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
-    spec = JobSpec(
-        graph_url=settings.effective_graph_url,
-        scorer_factory=partial(fast_path_scorer, str(Path(model_dir).resolve())),
-        window_minutes=settings.window_minutes,
-        parallelism=settings.parallelism,
-        graph_options=graph_options or {},
-    )
-    raw = kafka_source(env, settings, group_id=group_id, bounded=bounded,
-                       out_of_orderness_minutes=spec.out_of_orderness_minutes)
-    alerts, rejects, _ = build_pipeline(env, raw, spec, assign_event_time=False)
-    alerts.sink_to(string_sink(settings, settings.topic_alerts)).name("alerts-sink")
-    rejects.map(_as_dead_letter, output_type=Types.STRING()).sink_to(
-        string_sink(settings, settings.topic_dlq)
-    ).name("dlq-sink")
-    return env
-
-
-def _as_dead_letter(reject_json: str) -> str:
-    d = json.loads(reject_json)
-    topic_partition = d["source"]
-    topic, _, partition = topic_partition.rpartition("/")
-    d.update({"topic": topic, "partition": int(partition) if partition.isdigit() else None})
-    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+    bootstrap: str
+    topic_transactions: str
+    topic_alerts: str
+    topic_dlq: str
+    connector_jar: str
+    group_id: str = "auditflow-stream"
+    bounded: bool = True  # stop at the offsets present at start
+    job_name: str = "auditflow-kafka"
+    idle_timeout_ms: int = 30_000  # an idle partition stops holding the watermark back after this
+    extra: dict = field(default_factory=dict)  # further Kafka client properties
 
 
 @dataclass
 class KafkaJobResult:
     seconds: float
     job_name: str
+    processed: int
+    duplicate: int
 
 
-def run_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True, group_id: str = "auditflow-stream",
-                  graph_options: dict | None = None, job_name: str = "auditflow-kafka") -> KafkaJobResult:
-    """Run the Kafka job to completion (``bounded``: up to the offsets present at start)."""
-    env = build_kafka_job(settings, model_dir, bounded=bounded, group_id=group_id, graph_options=graph_options)
+def check_connector_jar(jar: str | None) -> str:
+    if not jar or not Path(jar).is_file():
+        raise FileNotFoundError(
+            f"flink-sql-connector-kafka jar not found ({jar!r}); run `deploy/services connector-jar` to fetch it "
+            "and set AUDITFLOW_FLINK_KAFKA_JAR")
+    return str(Path(jar).resolve())
+
+
+def _kafka_props(cfg: KafkaJobConfig) -> str:
+    props = {"properties.bootstrap.servers": cfg.bootstrap, **{f"properties.{k}": v for k, v in cfg.extra.items()}}
+    return ", ".join(f"{_sql_str(k)} = {_sql_str(str(v))}" for k, v in props.items())
+
+
+def kafka_source_view(t_env, cfg: KafkaJobConfig, spec: StreamSpec) -> str:
+    bounded = "'scan.bounded.mode' = 'latest-offset'," if cfg.bounded else ""
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE af_kafka_in (
+            `value` STRING,
+            `topic` STRING METADATA VIRTUAL,
+            `partition` INT METADATA VIRTUAL,
+            `offset` BIGINT METADATA VIRTUAL,
+            `ts` AS {event_time_column()},
+            {watermark_clause(spec)}
+        ) WITH (
+            'connector' = 'kafka',
+            'topic' = {_sql_str(cfg.topic_transactions)},
+            {_kafka_props(cfg)},
+            'properties.group.id' = {_sql_str(cfg.group_id)},
+            'scan.startup.mode' = 'earliest-offset',
+            {bounded}
+            'scan.watermark.emit.strategy' = 'on-event',
+            'scan.watermark.idle-timeout' = '{cfg.idle_timeout_ms} ms',
+            'format' = 'raw'
+        )""")
+    t_env.execute_sql("""
+        CREATE TEMPORARY VIEW af_records AS
+        SELECT `value`, `topic` || '/' || CAST(`partition` AS STRING) AS `src`, `offset` AS `off`, `topic`,
+               `partition` AS `part`, `ts`
+        FROM af_kafka_in""")
+    return "af_records"
+
+
+def _sink(t_env, name: str, topic: str, cfg: KafkaJobConfig) -> None:
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE {name} (`message` STRING) WITH (
+            'connector' = 'kafka',
+            'topic' = {_sql_str(topic)},
+            {_kafka_props(cfg)},
+            'sink.delivery-guarantee' = 'at-least-once',
+            'format' = 'raw'
+        )""")
+
+
+def build_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
+    """The job's statement set: alerts, dead letters (rejects and late records) and graph writes."""
+    env, t_env = table_environment(spec.parallelism, extra_jars=[check_connector_jar(cfg.connector_jar)],
+                                   flink_conf=spec.flink_conf)
+    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    t_env.get_config().set("pipeline.name", cfg.job_name)
+    topo = build_topology(t_env, kafka_source_view(t_env, cfg, spec), spec)
+    _sink(t_env, "af_alerts_out", cfg.topic_alerts, cfg)
+    _sink(t_env, "af_dlq_out", cfg.topic_dlq, cfg)
+    t_env.create_temporary_view("af_rejects_v", topo.rejects)
+    t_env.create_temporary_view("af_late_v", topo.late)
+    stmts = t_env.create_statement_set()
+    stmts.add_insert("af_alerts_out", topo.alerts)
+    stmts.add_insert_sql("INSERT INTO af_dlq_out SELECT message FROM af_rejects_v UNION ALL SELECT message FROM af_late_v")
+    t_env.create_temporary_view("af_dups_v", topo.duplicates)
+    t_env.execute_sql("CREATE TEMPORARY TABLE af_discard (`m` STRING) WITH ('connector' = 'blackhole')")
+    stmts.add_insert_sql("INSERT INTO af_discard SELECT message FROM af_dups_v")
+    if topo.graph is not None:
+        t_env.execute_sql("CREATE TEMPORARY TABLE af_graph_out (`g` BIGINT) WITH ('connector' = 'blackhole')")
+        stmts.add_insert("af_graph_out", topo.graph)
+    return stmts
+
+
+def start_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
+    """Submit the Kafka job to a local MiniCluster and return at once with its ``JobClient``
+    (an unbounded job runs until ``job_client.cancel()``)."""
+    return build_kafka_job(cfg, spec).execute().get_job_client()
+
+
+def run_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec) -> KafkaJobResult:
+    """Run the Kafka job on a local MiniCluster; with ``cfg.bounded``, to the offsets present at
+    start, and return the job's own counts."""
+    stmts = build_kafka_job(cfg, spec)
     t0 = time.perf_counter()
-    env.execute(job_name)
-    return KafkaJobResult(time.perf_counter() - t0, job_name)
+    result = stmts.execute()
+    job = result.get_job_client().get_job_execution_result().result()
+    counts = job_counts(job)
+    return KafkaJobResult(time.perf_counter() - t0, cfg.job_name, counts["processed"], counts["duplicate"])
 
 
-def submit_kafka_job(settings: Settings, model_dir: str, *, bounded: bool = True, group_id: str = "auditflow-stream",
-                     job_name: str = "auditflow-kafka", timeout_s: float = 1800) -> subprocess.CompletedProcess:
-    """Submit this module to the Flink session cluster with ``flink run -py`` and wait for it.
-
-    Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
-    (``settings.flink_home``: ``AUDITFLOW_FLINK_HOME`` or ``FLINK_HOME``, else the one inside the
-    installed ``pyflink`` package) with the cluster's configuration (``settings.flink_conf_dir``:
-    ``AUDITFLOW_FLINK_CONF_DIR`` or ``FLINK_CONF_DIR``) and the REST address from settings.
-    Raises ``RuntimeError`` with the client's output on failure.
-    """
-    import pyflink
-
-    flink_home = str(settings.flink_home or os.path.dirname(os.path.abspath(pyflink.__file__)))
-    rest = urlparse(settings.flink_rest)
-    cmd = [
-        os.path.join(flink_home, "bin", "flink"), "run",
-        "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
-        "-pyexec", sys.executable, "-py", os.path.abspath(__file__),
-        "--model-dir", str(Path(model_dir).resolve()), "--group-id", group_id, "--job-name", job_name,
-    ]
-    if bounded:
-        cmd.append("--bounded")
-    if settings.graph_namespace:
-        cmd += ["--graph-namespace", settings.graph_namespace]
-    env = dict(os.environ)  # passed through to the client process; configuration comes from settings
-    env["FLINK_HOME"] = flink_home
-    if settings.flink_conf_dir:
-        env["FLINK_CONF_DIR"] = str(settings.flink_conf_dir)
-    env["AUDITFLOW_FLINK_KAFKA_JAR"] = connector_jar(settings)
-    for name, value in settings.model_dump(mode="json", exclude={"signing_key", "neo4j_password"}).items():
-        if value is not None:
-            env[f"AUDITFLOW_{name.upper()}"] = str(value)
-    if settings.neo4j_password is not None:
-        env["AUDITFLOW_NEO4J_PASSWORD"] = settings.neo4j_password.get_secret_value()
-    env["AUDITFLOW_GRAPH_URL"] = settings.effective_graph_url
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"flink run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
+def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec) -> list[str]:
+    """The command-line arguments :func:`main` takes for this job (for ``flink run -py``)."""
+    args = ["--bootstrap", cfg.bootstrap, "--topic-transactions", cfg.topic_transactions,
+            "--topic-alerts", cfg.topic_alerts, "--topic-dlq", cfg.topic_dlq, "--connector-jar", cfg.connector_jar,
+            "--group-id", cfg.group_id, "--job-name", cfg.job_name, "--model-dir", str(Path(model_dir).resolve()),
+            "--parallelism", str(spec.parallelism), "--out-of-orderness-ms", str(spec.out_of_orderness_ms),
+            "--allowed-lateness-ms", str(spec.allowed_lateness_ms)]
+    if cfg.bounded:
+        args.append("--bounded")
+    if spec.graph_url:
+        args += ["--graph-url", spec.graph_url]
+        for k, v in spec.graph_options.items():
+            args += ["--graph-option", f"{k}={v}"]
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
+    from functools import partial
+
+    from model_service.fast_path import batch_scorer
+
     ap = argparse.ArgumentParser(description="auditflow stream job on Kafka (submit with `flink run -py`)")
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic-transactions", required=True)
+    ap.add_argument("--topic-alerts", required=True)
+    ap.add_argument("--topic-dlq", required=True)
+    ap.add_argument("--connector-jar", required=True)
     ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--bounded", action="store_true", help="stop at the offsets present at start")
     ap.add_argument("--group-id", default="auditflow-stream")
     ap.add_argument("--job-name", default="auditflow-kafka")
-    ap.add_argument("--graph-namespace", default="", help="Neo4j label suffix (isolates test graphs)")
-    args = ap.parse_args(argv)
-    options = {"namespace": args.graph_namespace} if args.graph_namespace else None
-    res = run_kafka_job(Settings(), args.model_dir, bounded=args.bounded, group_id=args.group_id,
-                        graph_options=options, job_name=args.job_name)
-    print(f"job {res.job_name} finished in {res.seconds:.1f}s", file=sys.stderr)
+    ap.add_argument("--bounded", action="store_true", help="stop at the offsets present at start")
+    ap.add_argument("--parallelism", type=int, default=1)
+    ap.add_argument("--out-of-orderness-ms", type=int, required=True)
+    ap.add_argument("--allowed-lateness-ms", type=int, required=True)
+    ap.add_argument("--graph-url", default=None)
+    ap.add_argument("--graph-option", action="append", default=[], help="KEY=VALUE for the graph store")
+    a = ap.parse_args(argv)
+    cfg = KafkaJobConfig(a.bootstrap, a.topic_transactions, a.topic_alerts, a.topic_dlq, a.connector_jar,
+                         group_id=a.group_id, bounded=a.bounded, job_name=a.job_name)
+    spec = StreamSpec(scorer_factory=partial(batch_scorer, a.model_dir), graph_url=a.graph_url,
+                      graph_options=dict(o.split("=", 1) for o in a.graph_option), parallelism=a.parallelism,
+                      out_of_orderness_ms=a.out_of_orderness_ms, allowed_lateness_ms=a.allowed_lateness_ms)
+    res = run_kafka_job(cfg, spec)
+    print(f"job {res.job_name} finished in {res.seconds:.1f}s: processed={res.processed} "
+          f"duplicate={res.duplicate}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import site
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,12 +69,13 @@ class StreamSpec:
     out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
     allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS
     arrow_batch: int = 1000  # rows per Arrow batch handed to Python
+    flink_conf: dict = field(default_factory=dict)  # further Flink options (e.g. execution.buffer-timeout)
 
 
 # ------------------------------------------------------------------------------ environment
 
 
-def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = ()):
+def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flink_conf: dict | None = None):
     """A local (MiniCluster) stream + table environment with the job's JVM operators loaded.
 
     Python UDFs run in process mode (Arrow batches); the Python workers see this project."""
@@ -93,6 +94,8 @@ def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = ()):
     conf.set_string("taskmanager.memory.process.size", "1600m")
     # A watermark after every record: which records are late depends on the input order alone.
     conf.set_string("pipeline.auto-watermark-interval", "0 ms")
+    for k, v in (flink_conf or {}).items():
+        conf.set_string(k, str(v))
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     env.set_python_executable(sys.executable)
@@ -166,7 +169,8 @@ def _case(parts: list[tuple[str, str]]) -> str:
 
 def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str) -> str:
     return ("JSON_OBJECT('schema' VALUE " + _sql_str(_schema("rejected")) + ", 'source' VALUE `src`, "
-            "'offset' VALUE `off`, 'raw' VALUE COALESCE(`value`, ''), 'field' VALUE " + field_expr + ", "
+            "'offset' VALUE `off`, 'topic' VALUE `topic`, 'partition' VALUE `part`, "
+            "'raw' VALUE COALESCE(`value`, ''), 'field' VALUE " + field_expr + ", "
             "'value' VALUE " + value_expr + ", 'reason' VALUE " + reason_expr + ", 'stage' VALUE "
             + _sql_str(stage) + ")")
 
@@ -229,6 +233,8 @@ def _alert_udf(spec: StreamSpec, n_features: int):
     from pyflink.table.udf import ScalarFunction, udf
 
     class AlertMessage(ScalarFunction):
+        """The alert message of each alerted row (a batch holds only alerted rows)."""
+
         def __init__(self, factory):
             self.factory = factory
 
@@ -236,13 +242,18 @@ def _alert_udf(spec: StreamSpec, n_features: int):
             self.digest = self.factory()[2]
 
         def eval(self, payload, score, *features):
-            ev = TransactionEvent.from_wire(payload)
-            return json.dumps({"event": ev.to_dict(), "score": score,
-                               "features": [[n, v] for n, v in zip(FEATURE_NAMES, features)],
-                               "model": self.digest}, separators=(",", ":"))
+            import pandas as pd
+
+            cols = [c.tolist() for c in features]
+            out = []
+            for i, (p, sc) in enumerate(zip(payload.tolist(), score.tolist())):
+                out.append(json.dumps({"event": TransactionEvent.from_wire(p).to_dict(), "score": sc,
+                                       "features": [[n, c[i]] for n, c in zip(FEATURE_NAMES, cols)],
+                                       "model": self.digest}, separators=(",", ":")))
+            return pd.Series(out, dtype=object)
 
     return udf(AlertMessage(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.DOUBLE()]
-               + [DataTypes.DOUBLE()] * n_features, result_type=DataTypes.STRING())
+               + [DataTypes.DOUBLE()] * n_features, result_type=DataTypes.STRING(), func_type="pandas")
 
 
 def _graph_udf(spec: StreamSpec):
@@ -292,7 +303,9 @@ class Topology:
 
 
 def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
-    """Wire the job over a view ``(value STRING, src STRING, off BIGINT, ts rowtime)``."""
+    """Wire the job over a view ``(value STRING, src STRING, off BIGINT, topic STRING, part INT,
+    ts rowtime)``: the record, where it came from (a path or ``topic/partition``, and its line or
+    Kafka offset; topic and partition are NULL for files) and its event time."""
     from pyflink.datastream.data_stream import DataStream
     from pyflink.java_gateway import get_gateway
 
@@ -304,7 +317,7 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     bad_reason = _case([(c, _sql_str(r)) for c, _, _, r in checks])
     t_env.execute_sql(f"""
         CREATE TEMPORARY VIEW af_decoded AS
-        SELECT `value`, `src`, `off`, `ts`, {bad_field} AS bad_field, {bad_value} AS bad_value,
+        SELECT `value`, `src`, `off`, `topic`, `part`, `ts`, {bad_field} AS bad_field, {bad_value} AS bad_value,
                {bad_reason} AS bad_reason
         FROM {source_view}""")
     lateness = sql_interval(spec.allowed_lateness_ms)
@@ -409,7 +422,8 @@ def file_source_view(t_env, wire_path: str | Path, spec: StreamSpec, source: str
         ) WITH ('connector' = 'filesystem', 'path' = {_sql_str(str(Path(wire_path).resolve()))}, 'format' = 'raw')""")
     t_env.execute_sql(f"""
         CREATE TEMPORARY VIEW af_records AS
-        SELECT `value`, {_sql_str(source)} AS `src`, CAST(NULL AS BIGINT) AS `off`, `ts` FROM af_wire_file""")
+        SELECT `value`, {_sql_str(source)} AS `src`, CAST(NULL AS BIGINT) AS `off`, CAST(NULL AS STRING) AS `topic`,
+               CAST(NULL AS INT) AS `part`, `ts` FROM af_wire_file""")
     return "af_records"
 
 
@@ -431,15 +445,28 @@ def run_file_job(csv_path: str | Path, spec: StreamSpec) -> FileJobOutput:
     with tempfile.TemporaryDirectory(prefix="auditflow-wire-") as tmp:
         wire = Path(tmp) / "events.af1"
         records_in, parse_rejects = write_wire_file(csv_path, wire)
-        _, t_env = table_environment(spec.parallelism)
-        t0 = time.perf_counter()
-        out = collect_outputs(t_env, file_source_view(t_env, wire, spec, str(csv_path)), spec)
-        seconds = time.perf_counter() - t0
-    alerts, rejects, late, dups, counts = out
-    rejects = sorted(parse_rejects + rejects, key=lambda r: (r.source, r.offset))
+        out = run_wire_job(wire, spec, source=str(csv_path))
+    if out.records_in != records_in - len(parse_rejects):
+        raise RuntimeError(f"wire file holds {out.records_in} records, expected {records_in - len(parse_rejects)}")
+    out.records_in = records_in  # every CSV line: the wire records plus the lines rejected by the reader
+    out.rejects = sorted(parse_rejects + out.rejects, key=lambda r: (r.source, r.offset))
+    return out
+
+
+def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None = None) -> FileJobOutput:
+    """Run the job over a file of wire records in arrival order (duplicates and all).
+
+    ``records_in`` counts the wire file's records; the caller adds what it rejected before."""
+    records = sum(1 for _ in open(wire_path, "rb"))
+    _, t_env = table_environment(spec.parallelism, flink_conf=spec.flink_conf)
+    t0 = time.perf_counter()
+    view = file_source_view(t_env, wire_path, spec, source or str(wire_path))
+    alerts, rejects, late, dups, counts = collect_outputs(t_env, view, spec)
+    seconds = time.perf_counter() - t0
     if counts["duplicate"] != len(dups):
         raise RuntimeError(f"duplicate counter {counts['duplicate']} != {len(dups)} duplicates collected")
-    return FileJobOutput(alerts, rejects, late, dups, records_in, counts["processed"], seconds)
+    rejects.sort(key=lambda r: (r.source, r.offset))
+    return FileJobOutput(alerts, rejects, late, dups, records, counts["processed"], seconds)
 
 
 def collect_outputs(t_env, source_view: str, spec: StreamSpec):
@@ -479,7 +506,3 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
     return alerts, rejects, late, dups, counts
 
 
-def iter_wire_lines(path: str | Path) -> Iterator[str]:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            yield line.rstrip("\n")

@@ -39,6 +39,8 @@ _COUNTS = (
     ("events_in", "Events in"),
     ("processed", "Processed"),
     ("rejected", "Rejected (dead-letter)"),
+    ("late", "Late (behind the watermark)"),
+    ("duplicates", "Duplicates (event id seen)"),
     ("alerts", "Alerts"),
     ("reports_written", "Reports written"),
 )

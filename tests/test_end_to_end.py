@@ -8,6 +8,7 @@ computation over the graph file, the PDF text, and the CSV the run started from.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from decimal import Decimal
@@ -32,7 +33,10 @@ def demo_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "out"
     cmd = [sys.executable, "-m", "auditflow.cli", "demo", "--out", str(out), "--accounts", str(ACCOUNTS),
            "--days", str(DAYS), "--seed", str(SEED), "--max-reports", "12"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    # A PyFlink job run earlier in this process (loopback mode) leaves PYFLINK_GATEWAY_DISABLED set.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYFLINK_GATEWAY_DISABLED", "PYTHON_LOOPBACK_SERVER_ADDRESS", "_PYFLINK_CONN_INFO_PATH")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (out / "demo_stdout.txt").write_text(proc.stdout)
     return out

@@ -38,7 +38,7 @@ def test_a_count_mismatch_raises_after_writing_rejects_and_before_the_deep_path(
         flow.report_stream(stream_of(10, 7), tmp_path / "none.csv", tmp_path / "no-model", settings)
     e = err.value
     assert (e.records_in, e.processed, e.rejected) == (10, 7, 2)
-    assert "10 in != 7 processed + 2 rejected (+1 unaccounted)" in str(e)
+    assert "10 in != 7 processed + 2 rejected + 0 late + 0 duplicate (+1 unaccounted)" in str(e)
     paths = flow.RunPaths.under(tmp_path / "run")
     assert e.paths == paths
     got = [RejectedRecord.from_dict(json.loads(line)) for line in paths.rejects.read_text().splitlines()]
@@ -75,13 +75,13 @@ def csv_labels(path: Path) -> dict[str, bool]:
 def reference_stream(csv_path: Path, model_dir: Path, settings: Settings) -> flow.StreamResult:
     """What the file job computes: parse, features in event-time order, fast-path score >= the
     candidate threshold, every event written to the graph."""
-    from model_service.fast_path import fast_path_scorer
+    from model_service.fast_path import batch_scorer
     from pipelines.features import iter_features
 
     events, rejects = flow.read_events(csv_path)
     with open_store(settings.effective_graph_url) as store:
         store.add_transactions(events)
-    score, threshold, *_ = fast_path_scorer(str(model_dir))
+    score, threshold, *_ = batch_scorer(str(model_dir))
     alerts = [json.dumps({"event": ev.to_dict(), "features": list(vec.items())})
               for ev, vec in iter_features(events)
               if float(score([list(vec.values())])[0]) >= threshold]

@@ -27,7 +27,6 @@ from auditflow.settings import Settings
 from evidence_graph import trace_evidence
 from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
 from ingest.synthetic import generate, write_dataset
-from pipelines.kafka_job import run_kafka_job, submit_kafka_job
 
 pytestmark = pytest.mark.services("kafka", "neo4j")
 
@@ -63,13 +62,12 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_run(world):
     k = world["kafka"]
-    run_kafka_job(k, str(world["root"] / "model"), bounded=True, group_id=f"g1-{world['suffix']}",
-                  graph_options=k.graph_options)
+    res = flow.run_kafka_job(k, world["root"] / "model", bounded=True, group_id=f"g1-{world['suffix']}")
     alerts = consume_all(k.kafka_bootstrap, k.topic_alerts, timeout_s=120)
     dead = consume_all(k.kafka_bootstrap, k.topic_dlq, timeout_s=60)
     with flow.open_graph(k) as store:
         counts = (store.node_count(), store.edge_count())
-    return {"alerts": alerts, "dead": dead, "counts": counts}
+    return {"alerts": alerts, "dead": dead, "counts": counts, "result": res}
 
 
 def _alert_scores(messages) -> dict[str, float]:
@@ -95,19 +93,20 @@ def test_dead_letters_carry_offsets_and_counts_balance(world, local_run):
     by_offset = {(d["partition"], d["offset"]): d for d in dead}
     for (partition, offset), raw in zip(world["bad_offsets"], MALFORMED):
         d = by_offset[(partition, offset)]
-        assert d["topic"] == k.topic_transactions and d["stage"] == "parse"
-        assert d["raw"] == raw.decode("utf-8")
+        assert d["topic"] == k.topic_transactions and d["stage"] == "decode"
+        assert d["raw"] == raw.decode("utf-8") and d["field"] == "value"
         assert d["reason"]
     nodes, edges = local_run["counts"]
+    res = local_run["result"]
     records_in = world["produced"].produced + len(MALFORMED)
-    assert records_in == edges + len(dead)
-    assert edges == len(world["live"].events)
+    # in = processed + rejected + late + duplicate, each counted by the job itself
+    assert records_in == res.processed + len(dead) + res.duplicate
+    assert res.processed == edges == len(world["live"].events) and res.duplicate == 0
 
 
 def test_replay_from_the_beginning_changes_no_graph_counts(world, local_run):
     k = world["kafka"]
-    run_kafka_job(k, str(world["root"] / "model"), bounded=True, group_id=f"g2-{world['suffix']}",
-                  graph_options=k.graph_options)
+    flow.run_kafka_job(k, world["root"] / "model", bounded=True, group_id=f"g2-{world['suffix']}")
     with flow.open_graph(k) as store:
         assert (store.node_count(), store.edge_count()) == local_run["counts"]
 
@@ -127,7 +126,7 @@ def test_job_submitted_to_the_session_cluster_matches_the_local_run(world, local
     k = world["kafka"].model_copy(update={"topic_alerts": f"t-alerts2-{world['suffix']}"})
     ensure_topics(k.kafka_bootstrap, {k.topic_alerts: 3})
     try:
-        submit_kafka_job(k, str(world["root"] / "model"), bounded=True, group_id=f"g3-{world['suffix']}")
+        flow.submit_kafka_job(k, world["root"] / "model", bounded=True, group_id=f"g3-{world['suffix']}")
         alerts = consume_all(k.kafka_bootstrap, k.topic_alerts, timeout_s=120)
     finally:
         delete_topics(k.kafka_bootstrap, [k.topic_alerts])
@@ -248,7 +247,7 @@ def hand_run(world, tmp_path_factory):
     ensure_topics(k.kafka_bootstrap, {t: 3 for t in topics})
     try:
         produced = produce_file(csv, k)
-        run_kafka_job(k, str(root / "model"), bounded=True, group_id=f"g-{suffix}", graph_options=k.graph_options)
+        flow.run_kafka_job(k, root / "model", bounded=True, group_id=f"g-{suffix}")
         alerts = [json.loads(r.value) for r in consume_all(k.kafka_bootstrap, k.topic_alerts, timeout_s=120,
                                                            expect=len(HAND))]
         dead = consume_all(k.kafka_bootstrap, k.topic_dlq, timeout_s=20, quiet_s=1)
