@@ -13,15 +13,17 @@ spliced in at evenly spaced lines, then, in this order:
 
 * **parse**: :func:`ingest.amlworld.read_transactions` alone (the codec: split, validation,
   ``TransactionEvent`` objects) -> ``parse_events_per_s``.
-* **reference encode**: ``read_transactions`` + ``to_json().encode()`` + key: what each row cost
-  the producer before (its CPU work without any client) -> ``reference_encode_events_per_s``.
+* **reference encode**: ``read_transactions`` + ``to_wire().encode()`` (the af1 wire form the
+  stream job decodes) + key: what each row costs the producer through the codec (its CPU work
+  without any client) -> ``reference_encode_events_per_s``.
 * **encode**: :func:`ingest.kafka_io.wire_records`, the producer's fast path (same validation,
   byte-identical key and value, no objects) -> ``encode_events_per_s``. Checked here: its output
-  equals the reference encoding, item by item.
+  equals the reference encoding, item by item, and a sample of its values decodes back
+  (``TransactionEvent.from_wire``) to the events read.
 * **produce** (the chosen client, confluent-kafka): :func:`ingest.kafka_io.produce_file` as
   ``auditflow produce`` runs it, ``--repeat`` times into fresh topics; the headline is the
   median -> ``produce_events_per_s``. ``produce_ref_encode_events_per_s``: the same with the fast
-  path switched off (every row through parse_line + to_json), to show what each change brings.
+  path switched off (every row through parse_line + to_wire), to show what each change brings.
 * **kafka-python**: ``produce_file(client="kafka-python")``, same encoder, once ->
   ``kafka_python_events_per_s``.
 
@@ -113,7 +115,7 @@ def main() -> int:
     from auditflow.records import TransactionEvent
     from auditflow.settings import Settings
     from ingest import kafka_io
-    from ingest.amlworld import read_transactions
+    from ingest.amlworld import parse_line, read_transactions
 
     base = Settings()
     bootstrap = base.kafka_bootstrap
@@ -136,7 +138,7 @@ def main() -> int:
             out = []
             for item in read_transactions(path):
                 if type(item) is TransactionEvent:
-                    out.append((item.sender.node_id.encode(), item.to_json().encode()))
+                    out.append((item.sender.node_id.encode(), item.to_wire().encode()))
                 else:
                     out.append(item)
             return out
@@ -146,10 +148,18 @@ def main() -> int:
         fast, dt, cpu = timed(lambda: list(kafka_io.wire_records(path)))
         results["encode"] = {"rate": len(fast) / dt, "cpu_us": cpu / len(fast) * 1e6}
         same = fast == ref
-        del ref, fast
+        del ref
         if not same:
-            print("ERROR: wire_records differs from read_transactions + to_json", file=sys.stderr)
+            print("ERROR: wire_records differs from read_transactions + to_wire", file=sys.stderr)
             return 1
+        lines = path.read_text(encoding="utf-8").splitlines()  # item i is data line i + 2
+        for i in range(0, len(fast), 997):
+            if type(fast[i]) is tuple:
+                ev = parse_line(lines[i + 1], i + 2, str(path))
+                if TransactionEvent.from_wire(fast[i][1].decode()) != ev:
+                    print(f"ERROR: line {i + 2}: the wire value does not decode to its event", file=sys.stderr)
+                    return 1
+        del fast, lines
 
         # ---- produce
         def produce(label: str, client: str, overrides: dict | None = None, fast_wire: bool = True) -> dict:

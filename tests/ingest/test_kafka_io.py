@@ -9,14 +9,16 @@ each other's records nor anyone else's.
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 import uuid
 from collections import defaultdict
 
 import pytest
 
 from auditflow.errors import FieldError
-from auditflow.records import RejectedRecord, TransactionEvent
+from auditflow.records import WIRE_FIELDS, RejectedRecord, TransactionEvent
 from auditflow.settings import Settings
 from ingest.synthetic import generate, write_dataset
 
@@ -120,21 +122,24 @@ def test_every_good_row_arrives_once_identical_and_keyed_by_sender(produced, dat
     assert recs == sorted(recs, key=lambda r: (r.partition, r.offset))
     got = {}
     partition_of_key: dict[bytes, set[int]] = defaultdict(set)
+    values: dict[str, list[str]] = {}
     for r in recs:
         assert r.topic == settings.topic_transactions
-        ev = TransactionEvent.from_json(r.value)
+        ev = TransactionEvent.from_wire(r.value.decode())
         assert ev.event_id not in got, f"{ev.event_id} arrived twice"
         got[ev.event_id] = ev
+        values[ev.event_id] = r.value.decode().split(",")
         assert r.key == ev.sender.node_id.encode()
         partition_of_key[r.key].add(r.partition)
         # the Java client's partitioner (murmur2), so Flink and any other producer agree
         assert r.partition == (murmur2(r.key) & 0x7FFFFFFF) % PARTITIONS
-        assert json.loads(r.value)["schema"] == "auditflow.transaction/1"
+        assert r.value.startswith(b"af1,")  # the compact wire form, not JSON
     expected = {ev.event_id: ev for ev in dataset.events}
     assert got == expected  # whole records: exact Money units and currencies, timestamps, labels
     for ev in dataset.events:
-        wire = got[ev.event_id].to_dict()
-        assert wire["amount_paid"] == ev.to_dict()["amount_paid"]  # exact decimal strings
+        fields = dict(zip(WIRE_FIELDS, values[ev.event_id], strict=True))
+        assert (fields["paid_units"], fields["paid_currency"]) == (str(ev.amount_paid.units), ev.amount_paid.currency)
+        assert fields["ts_ms"] == str(calendar.timegm(ev.timestamp.timetuple()) * 1000)
     assert all(len(ps) == 1 for ps in partition_of_key.values())
     used = {r.partition for r in recs}
     assert len(used) > 1
@@ -142,7 +147,7 @@ def test_every_good_row_arrives_once_identical_and_keyed_by_sender(produced, dat
     # per sender, events keep file order (one partition per key, offsets follow sends)
     by_key: dict[bytes, list[int]] = defaultdict(list)
     for r in recs:
-        by_key[r.key].append(TransactionEvent.from_json(r.value).source_offset)
+        by_key[r.key].append(TransactionEvent.from_wire(r.value.decode()).source_offset)
     assert all(v == sorted(v) for v in by_key.values())
 
 
@@ -200,7 +205,7 @@ def test_wrong_header_fails_before_any_topic_is_made(tmp_path, topic_name, boots
 def test_produce_raw_and_consume_all_round_trip(topic_name, bootstrap, kio):
     t = topic_name("raw")
     kio.ensure_topics(bootstrap, {t: 2})
-    values = [b"{not json", b'{"schema":"auditflow.transaction/99"}', b"\xff\xfe", b"[]"]
+    values = [b"{not json", b"af1,tx-1,noon,2,010,A,011,B,1000,Euro,1000,Euro,1170,1170,ACH,0", b"\xff\xfe", b"af2"]
     keys = [b"k1", b"k2", None, b"k1"]
     meta = kio.produce_raw(bootstrap, t, values, keys=keys)
     recs = kio.consume_all(bootstrap, t, timeout_s=30, expect=len(values))
@@ -210,7 +215,7 @@ def test_produce_raw_and_consume_all_round_trip(topic_name, bootstrap, kio):
         assert (by_pos[p, o].key, by_pos[p, o].value) == (k, v)
     for v in values:  # what a downstream consumer sees: each one names its problem
         with pytest.raises(FieldError):
-            TransactionEvent.from_json(v)
+            TransactionEvent.from_wire(v.decode("utf-8", "replace"))
     # from the end: old records are not returned (an idle topic returns after the quiet period)
     assert kio.consume_all(bootstrap, t, timeout_s=30, from_beginning=False, quiet_s=0.5) == []
     with pytest.raises(ValueError, match="keys"):
@@ -255,24 +260,41 @@ def test_produce_command_prints_progress_and_counts(csv_file, dataset, topic_nam
 
 # Written by hand, with what each must become on the wire (independent of the generator and of
 # the codec's formatter): bank ids keep their leading zeros, amounts keep every digit exactly.
+# The af1 fields (auditflow.records.WIRE_FIELDS): tag, event_id (a content hash, checked apart),
+# ts_ms, source_offset, from_bank, from_account, to_bank, to_account, paid_units, paid_currency,
+# received_units, received_currency, paid_usd_cents, received_usd_cents, payment_format,
+# is_laundering. Event times: 2022-09-04 00:00 UTC is day 19239 of the epoch (18993 days to
+# 2022-01-01, 243 more to 09-01, 3 more) = 1662249600 s. Cents at the reference rates, half-even:
+# 1055.18 EUR * 1.17 = 1234.5606 USD -> 123456; 0.025852 XBT * 11500 = 297.298 USD -> 29730;
+# 90071992547409.93 JPY * 0.0092 = 828662331436.171356 USD -> 82866233143617.
 HAND_HEADER = "Timestamp,From Bank,Account,To Bank,Account,Amount Received,Receiving Currency,Amount Paid,Payment Currency,Payment Format,Is Laundering"
 HAND_ROWS = [
     ("2022/09/03 23:59,0010,800A00001,012,800B00002,1234.56,US Dollar,1055.18,Euro,Wire,0",
-     {"timestamp": "2022-09-03T23:59", "from_bank": "0010", "from_account": "800A00001", "to_bank": "012",
-      "to_account": "800B00002", "amount_received": {"amount": "1234.56", "currency": "US Dollar"},
-      "amount_paid": {"amount": "1055.18", "currency": "Euro"}, "payment_format": "Wire",
-      "is_laundering": False, "source_offset": 2}),
+     "af1,{id},1662249540000,2,0010,800A00001,012,800B00002,105518,Euro,123456,US Dollar,123456,123456,Wire,0"),
     ("2022/09/04 00:00,10,800A00001,0010,800A00001,0.02585200,Bitcoin,0.025852,Bitcoin,Bitcoin,1",
-     {"timestamp": "2022-09-04T00:00", "from_bank": "10", "from_account": "800A00001", "to_bank": "0010",
-      "to_account": "800A00001", "amount_received": {"amount": "0.025852", "currency": "Bitcoin"},
-      "amount_paid": {"amount": "0.025852", "currency": "Bitcoin"}, "payment_format": "Bitcoin",
-      "is_laundering": True, "source_offset": 3}),
+     "af1,{id},1662249600000,3,10,800A00001,0010,800A00001,2585200,Bitcoin,2585200,Bitcoin,29730,29730,Bitcoin,1"),
     ("2022/09/04 00:01,0010,800A00001,012,800B00002,90071992547409.93,Yen,90071992547409.93,Yen,Cash,0",
-     {"timestamp": "2022-09-04T00:01", "from_bank": "0010", "from_account": "800A00001", "to_bank": "012",
-      "to_account": "800B00002", "amount_received": {"amount": "90071992547409.93", "currency": "Yen"},
-      "amount_paid": {"amount": "90071992547409.93", "currency": "Yen"}, "payment_format": "Cash",
-      "is_laundering": False, "source_offset": 4}),
+     "af1,{id},1662249660000,4,0010,800A00001,012,800B00002,9007199254740993,Yen,9007199254740993,Yen,"
+     "82866233143617,82866233143617,Cash,0"),
 ]
+
+
+def test_hand_written_expectations_check_out_independently():
+    """The hand-written numbers above, recomputed without auditflow: calendar.timegm for the
+    event time, Decimal at the reference rates for the cents."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    def cents(amount: str, rate: str) -> str:
+        return str((Decimal(amount) * Decimal(rate) * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+    rates = {"US Dollar": "1", "Euro": "1.17", "Bitcoin": "11500", "Yen": "0.0092"}
+    for row, want in HAND_ROWS:
+        f = row.split(",")
+        w = want.split(",")
+        y, mo, d = map(int, f[0][:10].split("/"))
+        h, mi = map(int, f[0][11:].split(":"))
+        assert w[2] == str(calendar.timegm((y, mo, d, h, mi, 0)) * 1000)
+        assert (w[12], w[13]) == (cents(f[7], rates[f[8]]), cents(f[5], rates[f[6]]))
 
 
 def test_hand_written_rows_arrive_with_exact_values(tmp_path, topic_name, bootstrap, kio):
@@ -285,15 +307,21 @@ def test_hand_written_rows_arrive_with_exact_values(tmp_path, topic_name, bootst
     summary = kio.produce_file(path, settings)
     assert (summary.read, summary.produced, summary.dead_lettered) == (3, 3, 0)
     recs = kio.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=3)
-    wire = sorted((json.loads(r.value) for r in recs), key=lambda d: d["source_offset"])
-    assert [{k: v for k, v in d.items() if k not in ("schema", "event_id")} for d in wire] == [w for _, w in HAND_ROWS]
-    assert len({d["event_id"] for d in wire}) == 3
+    by_offset = {int(r.value.decode().split(",")[3]): r for r in recs}
+    assert sorted(by_offset) == [2, 3, 4] and len(recs) == 3
+    ids = []
+    for (_, want), offset in zip(HAND_ROWS, (2, 3, 4), strict=True):
+        text = by_offset[offset].value.decode()
+        event_id = text.split(",")[1]
+        assert re.fullmatch(r"tx-[0-9a-f]{16}", event_id)
+        assert text == want.format(id=event_id)  # the whole value, byte for byte
+        ids.append(event_id)
+    assert len(set(ids)) == 3
     # keyed by sender "bank/account" as written: "0010" and "10" are two different banks
-    by_offset = {json.loads(r.value)["source_offset"]: r for r in recs}
     assert [by_offset[i].key for i in (2, 3, 4)] == [b"0010/800A00001", b"10/800A00001", b"0010/800A00001"]
     for r in recs:
         assert r.partition == (murmur2(r.key) & 0x7FFFFFFF) % PARTITIONS
     # exact units, no float on the way: the Yen amount has more digits than a double holds
-    big = TransactionEvent.from_dict(wire[2]).amount_paid
+    big = TransactionEvent.from_wire(by_offset[4].value.decode()).amount_paid
     assert (big.units, big.scale) == (9_007_199_254_740_993, 2)
     assert kio.consume_all(bootstrap, settings.topic_dlq, timeout_s=20, quiet_s=0.5) == []

@@ -2,8 +2,9 @@
 
 Unit tests (no servers): :func:`ingest.kafka_io.wire_records` / :func:`wire_record`, the
 producer's fast path from a CSV line to (key, value), must give exactly what the reference codec
-gives (``read_transactions`` -> ``TransactionEvent`` -> ``to_json``), byte for byte, or the same
-reject, on generated files and on fuzzed lines.
+gives (``read_transactions`` / ``parse_line`` -> ``TransactionEvent`` -> ``to_wire``, the af1 wire
+form), byte for byte, or the same reject, on generated files and on fuzzed lines; every value
+decodes back (``TransactionEvent.from_wire``) to the event the codec reads.
 
 Integration tests (real Kafka from ``deploy/services up kafka`` and ``AUDITFLOW_SERVICES=1``;
 see ``services`` in tests/conftest.py): a generated file with malformed rows spliced in at known lines is produced
@@ -24,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditflow.money import CURRENCIES
-from auditflow.records import PAYMENT_FORMATS, RejectedRecord, TransactionEvent
+from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent
 from auditflow.settings import Settings
 from ingest import kafka_io
-from ingest.amlworld import HEADER, read_transactions
+from ingest.amlworld import HEADER, parse_line, read_transactions
 from ingest.synthetic import generate, write_dataset
 
 def needs_kafka(test):
@@ -50,11 +51,15 @@ SPLICED = {
 
 
 def reference(path) -> list:
-    """What the codec makes of the file: (key, value) per event (to_json), or the reject."""
+    """What the codec makes of the file: (key, value) per event (to_wire), or the reject."""
     return [
-        (it.sender.node_id.encode(), it.to_json().encode()) if type(it) is TransactionEvent else it
+        (it.sender.node_id.encode(), it.to_wire().encode()) if type(it) is TransactionEvent else it
         for it in read_transactions(path)
     ]
+
+
+def event_id_of(value: bytes) -> str:
+    return TransactionEvent.from_wire(value.decode()).event_id
 
 
 def splice(path, bad: dict[int, tuple[str, str, str]]) -> None:
@@ -79,9 +84,26 @@ def spliced_csv(tmp_path_factory):
 
 
 def test_fast_wire_path_is_on():
-    """The self-check at import passed: the fast path matches TransactionEvent.to_json."""
+    """The self-check at import passed: the fast path matches TransactionEvent.to_wire."""
     assert kafka_io._FAST_WIRE
-    assert kafka_io._TX_SCHEMA == "auditflow.transaction/1"
+    assert kafka_io._check_fast_wire()
+    line = "2022/09/01 00:20,010,8000EBD30,012,80011F990,3697.34,US Dollar,3160.12,Euro,ACH,1"
+    key, value = kafka_io._fast_wire(line, 2)
+    ev = parse_line(line, 2)
+    assert (key, value) == (b"010/8000EBD30", ev.to_wire().encode())
+    assert value.startswith(b"af1,") and len(value.split(b",")) == len(WIRE_FIELDS)
+
+
+def test_the_self_check_notices_a_changed_wire_form(monkeypatch):
+    """If to_wire (or the rates) changed under the fast path, the import-time check fails and the
+    producer would stay on the reference path."""
+    real = TransactionEvent.to_wire
+    monkeypatch.setattr(TransactionEvent, "to_wire", lambda self: real(self).replace(",Euro,", ",EUR,"))
+    assert not kafka_io._check_fast_wire()
+    monkeypatch.undo()
+    assert kafka_io._check_fast_wire()
+    monkeypatch.setitem(kafka_io._CENTS, "Yen", (2, 93, 10_000, 23))  # a wrong rate
+    assert not kafka_io._check_fast_wire()
 
 
 def test_wire_records_equal_the_reference_codec_byte_for_byte(spliced_csv, monkeypatch):
@@ -101,14 +123,18 @@ def test_wire_records_equal_the_reference_codec_byte_for_byte(spliced_csv, monke
 
 
 def test_wire_value_is_what_the_stream_job_decodes(spliced_csv):
-    job = pytest.importorskip("pipelines.job")
     path, _ = spliced_csv
-    events = [it for it in read_transactions(path) if type(it) is TransactionEvent][:200]
-    wired = [it for it in kafka_io.wire_records(path) if type(it) is tuple][:200]
-    for ev, (key, value) in zip(events, wired, strict=True):
-        assert key == ev.sender.node_id.encode()
-        assert job.decode_event(value.decode(), "topic/0", 123) == ev
-        assert TransactionEvent.from_json(value) == ev
+    lines = path.read_text(encoding="utf-8").splitlines()
+    n = 0
+    for lineno, line in enumerate(lines[1:], start=2):
+        item = kafka_io.wire_record(line, lineno, str(path))
+        if type(item) is tuple:
+            key, value = item
+            ev = parse_line(line, lineno, str(path))
+            assert key == ev.sender.node_id.encode()
+            assert TransactionEvent.from_wire(value.decode()) == ev
+            n += 1
+    assert n > 2000
 
 
 def test_wire_records_read_the_file_like_read_transactions(tmp_path):
@@ -195,14 +221,79 @@ def test_fuzzed_lines_encode_exactly_like_the_reference(line, lineno):
     assert got == want
 
 
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_lines(), st.integers(2, 10**9))
+def test_fuzzed_lines_match_parse_line_and_to_wire(line, lineno):
+    """The same, against the codec directly: a value is to_wire of parse_line's event and decodes
+    back to it; a reject is parse_line's, or (for an event) says why it cannot go on the wire."""
+    got = kafka_io.wire_record(line, lineno, "f.csv")
+    ev = parse_line(line, lineno, "f.csv") if line.strip() else None
+    if type(got) is tuple:
+        assert got == (ev.sender.node_id.encode(), ev.to_wire().encode())
+        assert TransactionEvent.from_wire(got[1].decode()) == ev
+    elif type(ev) is TransactionEvent:
+        assert "not representable in the af1 wire form" in got.reason, got
+    elif ev is not None:
+        assert got == ev
+
+
 @given(st.integers(0, 10**20), st.sampled_from(sorted(CURRENCIES)), st.integers(0, 3), st.integers(0, 4))
-def test_fast_amount_is_the_canonical_amount(units, currency, zeros_before, zeros_after):
-    from auditflow.money import Money, format_amount, parse_amount
+def test_fast_units_are_the_parsed_units(units, currency, zeros_before, zeros_after):
+    from auditflow.money import Money, parse_amount
 
     scale = CURRENCIES[currency][1]
     text = f"{Money(currency, units).to_decimal():f}"
     text = "0" * zeros_before + text + ("0" * zeros_after if "." in text else "")
-    assert kafka_io._fast_amount(text, scale) == format_amount(parse_amount(text, currency, field="Amount Paid"))
+    assert kafka_io._fast_units(text, scale) == str(parse_amount(text, currency, field="Amount Paid").units)
+
+
+@given(st.integers(0, 10**18 - 1), st.sampled_from(sorted(CURRENCIES)))
+def test_fast_cents_are_usd_cents_wherever_the_fast_path_takes_the_amount(units, currency):
+    from auditflow.money import Money, usd_cents
+
+    scale, mult, div, max_digits = kafka_io._CENTS[currency]
+    assert scale == CURRENCIES[currency][1]
+    if len(str(units)) <= max_digits:
+        assert kafka_io._half_even(units * mult, div) == usd_cents(Money(currency, units))
+
+
+def test_cents_round_half_to_even():
+    # 0.50 EUR = 58.5 US cents -> 58; 1.50 EUR = 175.5 -> 176; 0.00001 XBT = 11.5 -> 12
+    assert [kafka_io._half_even(u * 117, 100) for u in (50, 150)] == [58, 176]
+    assert kafka_io._half_even(1000 * 11500, 10**6) == 12
+    for cur, (_, mult, div, _) in kafka_io._CENTS.items():
+        for u in kafka_io._ties(mult, div):
+            assert (u * mult) % div * 2 == div, cur  # a true tie
+
+
+def test_amounts_beyond_the_fast_path_take_the_reference_path_and_still_decode():
+    """Units of 19+ digits or cents past 18 digits: the fast path declines; the reference path
+    sends to_wire when from_wire reads it back, and dead-letters the row (naming the amount)
+    when it does not, instead of putting a value on the topic the stream job cannot decode."""
+    row = "2022/09/01 00:20,010,A,011,B,{},{},{},{},ACH,0"
+    fits = row.format("9999999999999999.99", "US Dollar", "1.00", "US Dollar")  # 18-digit units and cents
+    assert kafka_io._fast_wire(fits, 2) is not None
+    euro = row.format("1.00", "US Dollar", "9999999999999999.99", "Euro")  # cents: 1169999999999999999
+    assert kafka_io._fast_wire(euro, 2) is None
+    rej = kafka_io.wire_record(euro, 2, "f.csv")
+    assert isinstance(rej, RejectedRecord)
+    assert (rej.offset, rej.raw, rej.field, rej.value) == (2, euro, "Amount Paid", "9999999999999999.99")
+    assert "not representable in the af1 wire form" in rej.reason and "paid_usd_cents" in rej.reason
+    btc = row.format("1234567890.12345678", "Bitcoin", "1.00", "US Dollar")  # 18-digit units: fast
+    assert kafka_io.wire_record(btc, 3) == kafka_io._fast_wire(btc, 3)
+    btc = row.format("12345678901.12345678", "Bitcoin", "1.00", "US Dollar")  # 19 digits
+    rej = kafka_io.wire_record(btc, 3)
+    assert (rej.field, rej.value) == ("Amount Received", "12345678901.12345678")
+    huge = row.format("1" * 40, "Euro", "1.00", "Euro")  # no exact cents in the decimal context at all
+    rej = kafka_io.wire_record(huge, 4, "f.csv")
+    assert (rej.field, rej.value) == ("Amount Received", "1" * 40 + ".00")
+    assert "decimal precision" in rej.reason
+    # a percent sign (the wire form's escape) goes the reference path and is escaped there
+    pct = "2022/09/01 00:20,0%1,A%2C,011,B,1.00,Euro,1.00,Euro,ACH,0"
+    assert kafka_io._fast_wire(pct, 5) is None
+    key, value = kafka_io.wire_record(pct, 5)
+    assert key == b"0%1/A%2C" and b",0%251,A%252C," in value
+    assert TransactionEvent.from_wire(value.decode()) == parse_line(pct, 5)
 
 
 # ------------------------------------------------------------------------------ integration: Kafka
@@ -275,11 +366,11 @@ def test_the_good_rows_arrive_once_each_identical_to_the_reference(produced, spl
 
     _, settings, _, _, recs, _ = produced
     path, _ = spliced_csv
-    want = {json.loads(v)["event_id"]: (k, v) for k, v in (it for it in reference(path) if type(it) is tuple)}
+    want = {event_id_of(v): (k, v) for k, v in (it for it in reference(path) if type(it) is tuple)}
     got: dict[str, tuple[bytes, bytes]] = {}
     for r in recs:
         assert r.topic == settings.topic_transactions
-        eid = json.loads(r.value)["event_id"]
+        eid = event_id_of(r.value)
         assert eid not in got, f"{eid} arrived twice"
         got[eid] = (r.key, r.value)
         assert r.partition == (murmur2(r.key) & 0x7FFFFFFF) % PARTITIONS  # the Java client's partitioner
@@ -292,7 +383,7 @@ def test_each_sender_keeps_file_order_on_one_partition(produced):
     _, _, _, _, recs, _ = produced
     by_key: dict[bytes, list[tuple[int, int, int]]] = defaultdict(list)
     for r in recs:
-        by_key[r.key].append((TransactionEvent.from_json(r.value).source_offset, r.partition, r.offset))
+        by_key[r.key].append((TransactionEvent.from_wire(r.value.decode()).source_offset, r.partition, r.offset))
     assert len(by_key) > 50
     for key, items in by_key.items():
         items.sort()  # file order
@@ -333,7 +424,7 @@ def test_a_tiny_queue_bound_still_delivers_everything(spliced_csv, topic_name, b
     n_good = sum(1 for it in reference(spliced_csv[0]) if type(it) is tuple)
     assert (summary.produced, summary.dead_lettered) == (n_good, len(spliced_csv[1]))
     recs = kafka_io.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=n_good)
-    assert len({json.loads(r.value)["event_id"] for r in recs}) == len(recs) == n_good
+    assert len({event_id_of(r.value) for r in recs}) == len(recs) == n_good
 
 
 @needs_kafka
