@@ -215,14 +215,12 @@ def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool
     import pyflink
 
     from pipelines import kafka_job
-    from pipelines.jvm import operators_jar
 
     cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name)
     flink_home = str(settings.flink_home or Path(pyflink.__file__).resolve().parent)
     rest = urlparse(settings.flink_rest)
     cmd = [os.path.join(flink_home, "bin", "flink"), "run",
            "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
-           "-j", str(operators_jar()), "-j", cfg.connector_jar,
            "-pyexec", sys.executable, "-py", str(Path(kafka_job.__file__).resolve()),
            *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings))]
     # The client's own environment (the job's settings are its arguments), less what a local

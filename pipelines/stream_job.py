@@ -224,6 +224,9 @@ def _score_udf(spec: StreamSpec, n_features: int):
 
             return pd.Series(self.np.asarray(self.predict(X), dtype=self.np.float64))
 
+        def is_deterministic(self):
+            return False  # the planner must not inline it twice (once for the filter, once for the alert)
+
     return udf(Score(spec.scorer_factory), input_types=[DataTypes.DOUBLE()] * n_features,
                result_type=DataTypes.DOUBLE(), func_type="pandas")
 
