@@ -15,8 +15,6 @@ from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent / "jvm" / "src"
 BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "jvm"
-#: The Java class the job calls (see ``StreamFeatures.java``).
-STREAM_FEATURES_CLASS = "io.auditflow.stream.StreamFeatures"
 
 
 class JvmBuildError(RuntimeError):

@@ -49,7 +49,7 @@ from auditflow.limits import (
 )
 from auditflow.money import CURRENCIES
 from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, WIRE_TAG, RejectedRecord, TransactionEvent, _schema
-from pipelines.jvm import STREAM_FEATURES_CLASS, operators_jar
+from pipelines.jvm import operators_jar
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: The window whose counterparty counts and new-counterparty share are the ``*_24h`` features.

@@ -18,7 +18,7 @@ from evidence_graph import (
     graph_features,
 )
 from evidence_graph.graph_features import FEATURE_NEIGHBOR_CAP
-from evidence_graph.testing import acct, chain, cycle, fan_out, gather_scatter, scatter_gather, tx
+from evidence_graph.testing import acct, chain, cycle, gather_scatter, scatter_gather, tx
 
 
 def brute_force(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+
+from auditflow.settings import Settings
 
 from ingest.amlworld import read_transactions
 from ingest.synthetic import Dataset, generate, write_dataset
@@ -35,3 +39,28 @@ def default_files(tmp_path_factory, default_dataset):
 def default_read_back(default_files) -> list:
     """Everything read_transactions yields for the written default data set."""
     return list(read_transactions(default_files[0]))
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    return Settings().kafka_bootstrap
+
+
+@pytest.fixture(scope="module")
+def topic_name(request, bootstrap):
+    """Unique topic names for this module's run (prefix: the module's ``TOPIC_PREFIX``); every
+    topic named through it is deleted at the end."""
+    prefix = getattr(request.module, "TOPIC_PREFIX", "t")
+    run = uuid.uuid4().hex[:10]
+    made: list[str] = []
+
+    def name(what: str) -> str:
+        t = f"{prefix}.{run}.{what}"
+        made.append(t)
+        return t
+
+    yield name
+    if made:
+        from ingest import kafka_io
+
+        kafka_io.delete_topics(bootstrap, made)

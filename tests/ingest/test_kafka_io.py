@@ -12,7 +12,6 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import uuid
 from collections import defaultdict
 
 import pytest
@@ -43,24 +42,7 @@ def kio():
     return kafka_io
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> str:
-    return Settings().kafka_bootstrap
-
-
-@pytest.fixture(scope="module")
-def topic_name(bootstrap, kio):
-    """Unique topic names for this run; every topic named through it is deleted at the end."""
-    run = uuid.uuid4().hex[:10]
-    made: list[str] = []
-
-    def name(what: str) -> str:
-        t = f"kio.{run}.{what}"
-        made.append(t)
-        return t
-
-    yield name
-    kio.delete_topics(bootstrap, made)
+TOPIC_PREFIX = "kio"  # see topic_name in conftest.py
 
 
 @pytest.fixture(scope="module")

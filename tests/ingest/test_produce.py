@@ -15,8 +15,6 @@ CSV with the reference codec gives. Topics are ``prodtest.<run uuid>.<name>``, d
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections import defaultdict
 from datetime import datetime
 
@@ -299,24 +297,7 @@ def test_amounts_beyond_the_fast_path_take_the_reference_path_and_still_decode()
 # ------------------------------------------------------------------------------ integration: Kafka
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> str:
-    return Settings().kafka_bootstrap
-
-
-@pytest.fixture(scope="module")
-def topic_name(bootstrap):
-    run = uuid.uuid4().hex[:10]
-    made: list[str] = []
-
-    def name(what: str) -> str:
-        t = f"prodtest.{run}.{what}"
-        made.append(t)
-        return t
-
-    yield name
-    if os.environ.get("AUDITFLOW_SERVICES") == "1":
-        kafka_io.delete_topics(bootstrap, made)
+TOPIC_PREFIX = "prodtest"  # see topic_name in conftest.py
 
 
 PARTITIONS = 3

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
