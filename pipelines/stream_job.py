@@ -48,12 +48,18 @@ from auditflow.limits import (
     RECENT_LEGS,
 )
 from auditflow.money import CURRENCIES
-from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, WIRE_TAG, RejectedRecord, TransactionEvent, _schema
+from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent, _schema
 from pipelines.jvm import operators_jar
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: The window whose counterparty counts and new-counterparty share are the ``*_24h`` features.
 CP_WINDOW = [name for name, _ in FEATURE_WINDOWS].index("24h")
+
+#: The layout the JVM operators produce (``Decode.java``, ``AccountWindow.java``): the event
+#: features in this order, then each side's account features.
+JVM_EVENT_FEATURES = ("amount_usd", "cross_currency", "self_transfer", "format", "hour", "round_amount")
+if EVENT_FEATURES != JVM_EVENT_FEATURES or len(ACCOUNT_FEATURES) != 8 * len(FEATURE_WINDOWS) + 13:
+    raise ImportError("auditflow.features is out of step with the JVM operators (pipelines/jvm/src)")
 
 ScorerFactory = Callable[[], tuple]  # () -> (batch predict(X) -> scores, threshold, digest[, names])
 
@@ -138,63 +144,14 @@ def watermark_clause(spec: StreamSpec) -> str:
     return f"WATERMARK FOR `ts` AS `ts` - {sql_interval(spec.out_of_orderness_ms)}"
 
 
-_INT_RE = "^-?[0-9]{1,18}$"
-_INT_FIELDS = ("ts_ms", "source_offset", "paid_units", "received_units", "paid_usd_cents", "received_usd_cents")
-
-
-def _decode_checks() -> list[tuple[str, str, str, str]]:
-    """(failing condition, field, value expression, reason), in the order
-    :meth:`TransactionEvent.from_wire` checks them."""
-    commas = "CHAR_LENGTH(`value`) - CHAR_LENGTH(REPLACE(`value`, ',', ''))"
-    checks = [(f"`value` IS NULL OR {commas} <> {len(WIRE_FIELDS) - 1} OR {_field('tag')} <> {_sql_str(WIRE_TAG)}",
-               "value", "SUBSTR(COALESCE(`value`, ''), 1, 80)",
-               f"not an {WIRE_TAG} wire record of {len(WIRE_FIELDS)} fields")]
-    for name in _INT_FIELDS:
-        checks.append((f"NOT COALESCE(REGEXP({_field(name)}, '{_INT_RE}'), FALSE)", name, _field(name),
-                       "expected an integer"))
-    currencies = ", ".join(_sql_str(c) for c in CURRENCIES)
-    for name in ("paid_currency", "received_currency"):
-        checks.append((f"{_field(name)} NOT IN ({currencies})", name, _field(name), "unknown currency"))
-    formats = ", ".join(_sql_str(f) for f in PAYMENT_FORMATS)
-    checks.append((f"{_field('payment_format')} NOT IN ({formats})", "payment_format", _field("payment_format"),
-                   "unknown payment format"))
-    checks.append((f"{_field('is_laundering')} NOT IN ('0', '1')", "is_laundering", _field("is_laundering"),
-                   "expected 0 or 1"))
-    return checks
-
-
-def _case(parts: list[tuple[str, str]]) -> str:
-    return "CASE " + " ".join(f"WHEN {cond} THEN {val}" for cond, val in parts) + " END"
-
-
 def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str) -> str:
+    """A :class:`auditflow.records.RejectedRecord` as JSON (plus ``topic`` and ``partition``) from a
+    side output's columns ``src, off, topic, part, raw``."""
     return ("JSON_OBJECT('schema' VALUE " + _sql_str(_schema("rejected")) + ", 'source' VALUE `src`, "
             "'offset' VALUE `off`, 'topic' VALUE `topic`, 'partition' VALUE `part`, "
-            "'raw' VALUE COALESCE(`value`, ''), 'field' VALUE " + field_expr + ", "
+            "'raw' VALUE `raw`, 'field' VALUE " + field_expr + ", "
             "'value' VALUE " + value_expr + ", 'reason' VALUE " + reason_expr + ", 'stage' VALUE "
             + _sql_str(stage) + ")")
-
-
-def _event_feature_sql(col: str = "`payload`") -> dict[str, str]:
-    """The event-level features (:data:`auditflow.features.EVENT_FEATURES`) from a wire column, in
-    the JVM; the same values as :func:`pipelines.features.event_features`."""
-    f = lambda name: _field(name, col)  # noqa: E731
-    as_double = lambda e: f"CAST({e} AS DOUBLE)"  # noqa: E731
-    fmt = "CASE " + " ".join(f"WHEN {f('payment_format')} = {_sql_str(p)} THEN {i}"
-                             for i, p in enumerate(PAYMENT_FORMATS)) + " END"
-    round_unit = "CASE " + " ".join(f"WHEN {f('paid_currency')} = {_sql_str(c)} THEN {100 * 10**scale}"
-                                    for c, (_, scale) in CURRENCIES.items()) + " END"
-    one_if = lambda cond: f"CASE WHEN {cond} THEN CAST(1 AS DOUBLE) ELSE CAST(0 AS DOUBLE) END"  # noqa: E731
-    exprs = {
-        "amount_usd": f"{as_double('CAST(' + f('paid_usd_cents') + ' AS BIGINT)')} / CAST(100 AS DOUBLE)",
-        "cross_currency": one_if(f"{f('paid_currency')} <> {f('received_currency')}"),
-        "self_transfer": one_if(f"{f('from_bank')} = {f('to_bank')} AND {f('from_account')} = {f('to_account')}"),
-        "format": as_double(fmt),
-        "hour": as_double(f"MOD(CAST({f('ts_ms')} AS BIGINT) / 3600000, 24)"),
-        "round_amount": one_if(f"MOD(CAST({f('paid_units')} AS BIGINT), {round_unit}) = 0"),
-    }
-    assert tuple(exprs) == EVENT_FEATURES, "event features out of step with the vocabulary"
-    return exprs
 
 
 # ------------------------------------------------------------------------------ Python UDFs
@@ -218,16 +175,16 @@ def _score_udf(spec: StreamSpec, n_features: int):
                 raise ValueError(f"model {scorer[2][:12]} was trained on other features than this job computes: "
                                  "retrain it (auditflow train)")
 
-        def eval(self, *cols):
-            X = self.np.column_stack([c.to_numpy(dtype=self.np.float64) for c in cols])
+        def eval(self, packed):
             import pandas as pd
 
+            X = unpack_features(packed, self.np)
             return pd.Series(self.np.asarray(self.predict(X), dtype=self.np.float64))
 
         def is_deterministic(self):
             return False  # the planner must not inline it twice (once for the filter, once for the alert)
 
-    return udf(Score(spec.scorer_factory), input_types=[DataTypes.DOUBLE()] * n_features,
+    return udf(Score(spec.scorer_factory), input_types=[DataTypes.BYTES()],
                result_type=DataTypes.DOUBLE(), func_type="pandas")
 
 
@@ -244,19 +201,26 @@ def _alert_udf(spec: StreamSpec, n_features: int):
         def open(self, function_context):
             self.digest = self.factory()[2]
 
-        def eval(self, payload, score, *features):
+        def eval(self, payload, score, packed):
+            import numpy as np
             import pandas as pd
 
-            cols = [c.tolist() for c in features]
+            X = unpack_features(packed, np)
             out = []
-            for i, (p, sc) in enumerate(zip(payload.tolist(), score.tolist())):
+            for p, sc, row in zip(payload.tolist(), score.tolist(), X.tolist()):
                 out.append(json.dumps({"event": TransactionEvent.from_wire(p).to_dict(), "score": sc,
-                                       "features": [[n, c[i]] for n, c in zip(FEATURE_NAMES, cols)],
+                                       "features": [[n, v] for n, v in zip(FEATURE_NAMES, row)],
                                        "model": self.digest}, separators=(",", ":")))
             return pd.Series(out, dtype=object)
 
-    return udf(AlertMessage(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.DOUBLE()]
-               + [DataTypes.DOUBLE()] * n_features, result_type=DataTypes.STRING(), func_type="pandas")
+    return udf(AlertMessage(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.DOUBLE(), DataTypes.BYTES()],
+               result_type=DataTypes.STRING(), func_type="pandas")
+
+
+def unpack_features(packed, np):
+    """The feature matrix from the JVM's packed rows: each row is the FEATURE_NAMES values as
+    little-endian doubles (exact bits, no text round trip)."""
+    return np.frombuffer(b"".join(packed.tolist()), dtype="<f8").reshape(-1, len(FEATURE_NAMES))
 
 
 def _graph_udf(spec: StreamSpec):
@@ -314,70 +278,48 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
 
     t_env.get_config().set("python.fn-execution.arrow.batch.size", str(spec.arrow_batch))
     t_env.get_config().set("python.fn-execution.bundle.size", str(spec.arrow_batch))
-    checks = _decode_checks()
-    bad_field = _case([(c, _sql_str(f)) for c, f, _, _ in checks])
-    bad_value = _case([(c, v) for c, _, v, _ in checks])
-    bad_reason = _case([(c, _sql_str(r)) for c, _, _, r in checks])
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY VIEW af_decoded AS
-        SELECT `value`, `src`, `off`, `topic`, `part`, `ts`, {bad_field} AS bad_field, {bad_value} AS bad_value,
-               {bad_reason} AS bad_reason
-        FROM {source_view}""")
-    lateness = sql_interval(spec.allowed_lateness_ms)
-    is_late = f"CURRENT_WATERMARK(`ts`) IS NOT NULL AND `ts` <= CURRENT_WATERMARK(`ts`) - {lateness}"
-    rejects = t_env.sql_query(f"""
-        SELECT {_reject_json('bad_field', 'bad_value', 'bad_reason', 'decode')} AS message
-        FROM af_decoded WHERE bad_field IS NOT NULL""")
-    late = t_env.sql_query(f"""
-        SELECT {_reject_json("'ts_ms'", _field('ts_ms'),
-                             "'event time more than ' || CAST(CAST(" + str(spec.allowed_lateness_ms)
-                             + " AS BIGINT) AS STRING) || ' ms behind the watermark ' || "
-                             "CAST(CURRENT_WATERMARK(`ts`) AS STRING)", 'late')} AS message
-        FROM af_decoded WHERE bad_field IS NULL AND {is_late}""")
-    snd = f"{_field('from_bank')} || '/' || {_field('from_account')}"
-    rcv = f"{_field('to_bank')} || '/' || {_field('to_account')}"
-    on_time = t_env.sql_query(f"""
-        SELECT {_field('event_id')} AS eid, CAST({_field('ts_ms')} AS BIGINT) AS ts_ms,
-               CAST({_field('source_offset')} AS BIGINT) AS src_offset, {snd} AS snd, {rcv} AS rcv,
-               CAST({_field('paid_usd_cents')} AS BIGINT) AS paid_cents,
-               CAST({_field('received_usd_cents')} AS BIGINT) AS recv_cents, `value` AS payload
-        FROM af_decoded WHERE bad_field IS NULL AND NOT ({is_late})""")
+    records = t_env.to_data_stream(t_env.sql_query(f"SELECT `value`, `src`, `off`, `topic`, `part` FROM {source_view}"))
 
     gateway = get_gateway()
     jvm = gateway.jvm
     params = jvm.io.auditflow.stream.StreamFeatures.Params(
         _long_array(gateway, [m for _, m in FEATURE_WINDOWS]), MAX_WINDOW_LEGS, RECENT_LEGS, CP_WINDOW,
         spec.allowed_lateness_ms)
-    names = [f"snd_{f}" for f in ACCOUNT_FEATURES] + [f"rcv_{f}" for f in ACCOUNT_FEATURES]
-    j_names = gateway.new_array(jvm.java.lang.String, len(names))
-    for i, n in enumerate(names):
-        j_names[i] = n
-    events = t_env.to_data_stream(on_time)
-    result = jvm.io.auditflow.stream.StreamFeatures.build(events._j_data_stream, params, j_names)
-    features = t_env.from_data_stream(DataStream(result.getFeatures()))
-    duplicates = t_env.from_data_stream(DataStream(result.getDuplicates()))
-    t_env.create_temporary_view("af_features", features)
-    t_env.create_temporary_view("af_duplicates", duplicates)
+    result = jvm.io.auditflow.stream.StreamFeatures.build(
+        records._j_data_stream, params, _string_array(gateway, WIRE_FIELDS), _string_array(gateway, list(CURRENCIES)),
+        _long_array(gateway, [100 * 10**scale for _, scale in CURRENCIES.values()]),
+        _string_array(gateway, PAYMENT_FORMATS))
+    for name, stream in (("af_features", result.getFeatures()), ("af_duplicates", result.getDuplicates()),
+                         ("af_reject_rows", result.getRejects()), ("af_late_rows", result.getLate()),
+                         ("af_graph_events", result.getGraphEvents())):
+        t_env.create_temporary_view(name, t_env.from_data_stream(DataStream(stream)))
 
-    ev_sql = _event_feature_sql()
-    cols = [f"{ev_sql[n]} AS `{n}`" if n in ev_sql else f"`{n}`" for n in FEATURE_NAMES]
+    rejects = t_env.sql_query(f"SELECT {_reject_json('`field`', '`value`', '`reason`', 'decode')} AS message "
+                              "FROM af_reject_rows")
+    late_reason = (f"'event time more than {int(spec.allowed_lateness_ms)} ms behind the watermark ' || "
+                   "CAST(`watermark` AS STRING)")
+    late = t_env.sql_query(f"SELECT {_reject_json(chr(39) + 'ts_ms' + chr(39), '`value`', late_reason, 'late')} "
+                           "AS message FROM af_late_rows")
     t_env.create_temporary_function("af_score", _score_udf(spec, len(FEATURE_NAMES)))
     t_env.create_temporary_function("af_alert", _alert_udf(spec, len(FEATURE_NAMES)))
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY VIEW af_vectors AS SELECT `payload`, {', '.join(cols)} FROM af_features""")
-    quoted = ", ".join(f"`{n}`" for n in FEATURE_NAMES)
-    t_env.execute_sql(f"CREATE TEMPORARY VIEW af_scored AS SELECT `payload`, af_score({quoted}) AS score, {quoted} "
-                      "FROM af_vectors")
+    t_env.execute_sql("CREATE TEMPORARY VIEW af_scored AS "
+                      "SELECT `payload`, `features`, af_score(`features`) AS score FROM af_features")
     threshold = spec.scorer_factory()[1]
-    alerts = t_env.sql_query(f"SELECT af_alert(`payload`, score, {quoted}) AS message FROM af_scored "
+    alerts = t_env.sql_query(f"SELECT af_alert(`payload`, score, `features`) AS message FROM af_scored "
                              f"WHERE score >= {float(threshold)!r}")
     dups = t_env.sql_query("SELECT `payload` AS message FROM af_duplicates")
     graph = None
     if spec.graph_url:
         t_env.create_temporary_function("af_graph_write", _graph_udf(spec))
-        graph = t_env.sql_query("SELECT g FROM (SELECT af_graph_write(`value`) AS g FROM af_decoded "
-                                "WHERE bad_field IS NULL) WHERE g < 0")
+        graph = t_env.sql_query("SELECT g FROM (SELECT af_graph_write(`payload`) AS g FROM af_graph_events) WHERE g < 0")
     return Topology(t_env, alerts, rejects, late, dups, graph)
+
+
+def _string_array(gateway, values: Sequence[str]):
+    arr = gateway.new_array(gateway.jvm.java.lang.String, len(values))
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr
 
 
 def _long_array(gateway, values: Sequence[int]):
@@ -473,39 +415,46 @@ def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None 
 
 
 def collect_outputs(t_env, source_view: str, spec: StreamSpec):
-    """Run the topology to the end of a bounded source, collecting every output."""
+    """Run the topology to the end of a bounded source. Every output is written by the JVM to
+    files (one tagged line each) and read back afterwards: no per-row round trip to Python."""
     topo = build_topology(t_env, source_view, spec)
     t_env.create_temporary_view("af_out_alerts", topo.alerts)
     t_env.create_temporary_view("af_out_rejects", topo.rejects)
     t_env.create_temporary_view("af_out_late", topo.late)
     t_env.create_temporary_view("af_out_dups", topo.duplicates)
-    union = ["SELECT CONCAT('A', message) AS m FROM af_out_alerts",
-             "SELECT CONCAT('R', message) AS m FROM af_out_rejects",
-             "SELECT CONCAT('L', message) AS m FROM af_out_late",
-             "SELECT CONCAT('D', message) AS m FROM af_out_dups"]
-    if topo.graph is not None:
-        t_env.create_temporary_view("af_out_graph", topo.graph)
-        union.append("SELECT CAST(g AS STRING) AS m FROM af_out_graph")
-    tagged = t_env.sql_query(" UNION ALL ".join(union))
-    alerts: list[dict] = []
-    rejects: list[RejectedRecord] = []
-    late: list[RejectedRecord] = []
-    dups: list[TransactionEvent] = []
-    result = tagged.execute()
-    with result.collect() as rows:
-        for row in rows:
-            m = row[0]
-            kind, body = m[0], m[1:]
-            if kind == "A":
-                alerts.append(json.loads(body))
-            elif kind == "R":
-                rejects.append(RejectedRecord.from_dict(json.loads(body)))
-            elif kind == "L":
-                late.append(RejectedRecord.from_dict(json.loads(body)))
-            elif kind == "D":
-                dups.append(TransactionEvent.from_wire(body))
-    counts = job_counts(result.get_job_client().get_job_execution_result().result())
+    with tempfile.TemporaryDirectory(prefix="auditflow-out-") as tmp:
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY TABLE af_out_files (`m` STRING) WITH (
+                'connector' = 'filesystem', 'path' = {_sql_str(tmp)}, 'format' = 'raw')""")
+        stmts = t_env.create_statement_set()
+        stmts.add_insert_sql(
+            "INSERT INTO af_out_files "
+            "SELECT CONCAT('A', message) FROM af_out_alerts UNION ALL "
+            "SELECT CONCAT('R', message) FROM af_out_rejects UNION ALL "
+            "SELECT CONCAT('L', message) FROM af_out_late UNION ALL "
+            "SELECT CONCAT('D', message) FROM af_out_dups")
+        if topo.graph is not None:
+            t_env.execute_sql("CREATE TEMPORARY TABLE af_graph_sink (`g` BIGINT) WITH ('connector' = 'blackhole')")
+            stmts.add_insert("af_graph_sink", topo.graph)
+        job = stmts.execute().get_job_client().get_job_execution_result().result()
+        counts = job_counts(job)
+        alerts: list[dict] = []
+        rejects: list[RejectedRecord] = []
+        late: list[RejectedRecord] = []
+        dups: list[TransactionEvent] = []
+        for f in sorted(Path(tmp).rglob("*")):
+            if not f.is_file() or f.name.startswith("."):
+                continue  # in-progress files of a failed run are hidden (".part-...")
+            with open(f, encoding="utf-8") as fh:
+                for line in fh:
+                    kind, body = line[0], line[1:].rstrip("\n")
+                    if kind == "A":
+                        alerts.append(json.loads(body))
+                    elif kind == "R":
+                        rejects.append(RejectedRecord.from_dict(json.loads(body)))
+                    elif kind == "L":
+                        late.append(RejectedRecord.from_dict(json.loads(body)))
+                    elif kind == "D":
+                        dups.append(TransactionEvent.from_wire(body))
     alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
     return alerts, rejects, late, dups, counts
-
-

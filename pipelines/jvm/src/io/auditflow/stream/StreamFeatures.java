@@ -33,16 +33,35 @@ import java.util.Comparator;
 public final class StreamFeatures {
     private StreamFeatures() {}
 
-    public static final int EID = 0, TS = 1, OFFSET = 2, SND = 3, RCV = 4, PAID = 5, RECV = 6, PAYLOAD = 7;
+    public static final int EID = 0, TS = 1, OFFSET = 2, SND = 3, RCV = 4, PAID = 5, RECV = 6, PAYLOAD = 7,
+            EVENT_FEATURES = 8;
+    /** Event-level features (auditflow.features.EVENT_FEATURES), computed by {@link Decode}. */
+    public static final int N_EVENT_FEATURES = 6;
     public static final String PROCESSED = "auditflow.processed";
     public static final String DUPLICATE = "auditflow.duplicate";
 
     static final RowTypeInfo INPUT = new RowTypeInfo(
             new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.LONG, Types.STRING, Types.STRING, Types.LONG,
-                Types.LONG, Types.STRING},
-            new String[] {"eid", "ts", "offset", "snd", "rcv", "paid_cents", "recv_cents", "payload"});
+                Types.LONG, Types.STRING, Types.PRIMITIVE_ARRAY(Types.DOUBLE)},
+            new String[] {"eid", "ts", "offset", "snd", "rcv", "paid_cents", "recv_cents", "payload", "ev"});
+    /** What the job reads: the record, where it came from and (as the stream's timestamp) its event time. */
+    static final RowTypeInfo RECORDS = new RowTypeInfo(
+            new TypeInformation<?>[] {Types.STRING, Types.STRING, Types.LONG, Types.STRING, Types.INT},
+            new String[] {"value", "src", "off", "topic", "part"});
+    static final RowTypeInfo REJECT_TYPE = new RowTypeInfo(
+            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.STRING,
+                Types.STRING, Types.STRING},
+            new String[] {"src", "off", "topic", "part", "raw", "field", "value", "reason"});
+    static final RowTypeInfo LATE_TYPE = new RowTypeInfo(
+            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.STRING,
+                Types.LONG},
+            new String[] {"src", "off", "topic", "part", "raw", "value", "watermark"});
+    static final RowTypeInfo PAYLOAD_TYPE = new RowTypeInfo(
+            new TypeInformation<?>[] {Types.STRING}, new String[] {"payload"});
 
     public static final OutputTag<Row> DUPLICATES = new OutputTag<>("duplicates", INPUT);
+    public static final OutputTag<Row> REJECTS = new OutputTag<>("rejects", REJECT_TYPE);
+    public static final OutputTag<Row> LATE = new OutputTag<>("late", LATE_TYPE);
 
     /** What a job needs to know: windows (minutes, shortest first), caps, and the allowed lateness. */
     public static final class Params implements Serializable {
@@ -70,10 +89,30 @@ public final class StreamFeatures {
     public static final class Result {
         public final DataStream<Row> features;
         public final DataStream<Row> duplicates;
+        public final DataStream<Row> rejects;
+        public final DataStream<Row> late;
+        public final DataStream<Row> graphEvents;
 
-        Result(DataStream<Row> features, DataStream<Row> duplicates) {
+        Result(DataStream<Row> features, DataStream<Row> duplicates, DataStream<Row> rejects, DataStream<Row> late,
+               DataStream<Row> graphEvents) {
             this.features = features;
             this.duplicates = duplicates;
+            this.rejects = rejects;
+            this.late = late;
+            this.graphEvents = graphEvents;
+        }
+
+        public DataStream<Row> getRejects() {
+            return rejects;
+        }
+
+        public DataStream<Row> getLate() {
+            return late;
+        }
+
+        /** Every decoded event once (on time after de-duplication, and late), as its wire payload. */
+        public DataStream<Row> getGraphEvents() {
+            return graphEvents;
         }
 
         public DataStream<Row> getFeatures() {
@@ -85,15 +124,20 @@ public final class StreamFeatures {
         }
     }
 
-    /** Row names of the output: {@code eid, payload} then {@code featureNames}. */
-    public static Result build(DataStream<Row> events, Params p, String[] featureNames) {
+    /**
+     * The job over {@code records} ({@link #RECORDS}, with event time): decode, split off rejects
+     * and late records, de-duplicate, account features, join. Output rows: {@code eid, payload,
+     * features} where {@code features} packs the event's {@code N_EVENT_FEATURES} event features,
+     * then the sender's and the receiver's account features, as little-endian doubles.
+     */
+    public static Result build(DataStream<Row> records, Params p, String[] wireNames, String[] currencies,
+                               long[] roundUnits, String[] formats) {
         int perSide = AccountWindow.featureCount(p.windows.length);
-        if (featureNames.length != 2 * perSide) {
-            throw new IllegalArgumentException(
-                    "expected " + 2 * perSide + " account feature names, got " + featureNames.length);
-        }
-        DataStream<Row> typed = events.map(r -> r).returns(INPUT).name("events");
-        SingleOutputStreamOperator<Row> unique = typed
+        DataStream<Row> typed = records.map(r -> r).returns(RECORDS).name("records");
+        SingleOutputStreamOperator<Row> decoded = typed
+                .process(new Decode(wireNames, currencies, roundUnits, formats, p.latenessMs))
+                .returns(INPUT).name("decode (af1) and split off late records");
+        SingleOutputStreamOperator<Row> unique = decoded
                 .keyBy(r -> (String) r.getField(EID), Types.STRING)
                 .process(new Dedup(p.latenessMs)).returns(INPUT).name("dedup-by-event-id");
         DataStream<Leg> legs = unique.flatMap(Leg::split, Types.POJO(Leg.class)).name("legs");
@@ -102,24 +146,19 @@ public final class StreamFeatures {
                 .process(new AccountFeatures(p))
                 .returns(Types.POJO(LegFeatures.class))
                 .name("account-features (all windows, shared state)");
-        TypeInformation<?>[] types = new TypeInformation<?>[2 + featureNames.length];
-        String[] names = new String[2 + featureNames.length];
-        types[0] = Types.STRING;
-        names[0] = "eid";
-        types[1] = Types.STRING;
-        names[1] = "payload";
-        for (int i = 0; i < featureNames.length; i++) {
-            types[2 + i] = Types.DOUBLE;
-            names[2 + i] = featureNames[i];
-        }
-        RowTypeInfo outType = new RowTypeInfo(types, names);
+        RowTypeInfo outType = new RowTypeInfo(
+                new TypeInformation<?>[] {Types.STRING, Types.STRING, Types.PRIMITIVE_ARRAY(Types.BYTE)},
+                new String[] {"eid", "payload", "features"});
         DataStream<Row> joined = unique
                 .keyBy(r -> (String) r.getField(EID), Types.STRING)
                 .connect(legFeatures.keyBy(f -> f.eid, Types.STRING))
                 .process(new JoinLegs(perSide))
                 .returns(outType)
                 .name("join-legs");
-        return new Result(joined, unique.getSideOutput(DUPLICATES));
+        DataStream<Row> late = decoded.getSideOutput(LATE);
+        DataStream<Row> graphEvents = unique.map(r -> Row.of(r.getField(PAYLOAD))).returns(PAYLOAD_TYPE)
+                .union(late.map(r -> Row.of(r.getField(4))).returns(PAYLOAD_TYPE));
+        return new Result(joined, unique.getSideOutput(DUPLICATES), decoded.getSideOutput(REJECTS), late, graphEvents);
     }
 
     // ------------------------------------------------------------------------------ records
@@ -340,13 +379,13 @@ public final class StreamFeatures {
             LegFeatures a = first.value(), b = second.value();
             if (ev == null || a == null || b == null) return;
             LegFeatures snd = a.out ? a : b, rcv = a.out ? b : a;
-            Row r = new Row(2 + 2 * perSide);
-            r.setField(0, ev.getField(EID));
-            r.setField(1, ev.getField(PAYLOAD));
-            for (int i = 0; i < perSide; i++) {
-                r.setField(2 + i, snd.values[i]);
-                r.setField(2 + perSide + i, rcv.values[i]);
-            }
+            double[] evf = (double[]) ev.getField(EVENT_FEATURES);
+            java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(8 * (evf.length + 2 * perSide))
+                    .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            for (double x : evf) buf.putDouble(x);
+            for (double x : snd.values) buf.putDouble(x);
+            for (double x : rcv.values) buf.putDouble(x);
+            Row r = Row.of(ev.getField(EID), ev.getField(PAYLOAD), buf.array());
             event.clear();
             first.clear();
             second.clear();

@@ -1,0 +1,134 @@
+package io.auditflow.stream;
+
+import org.apache.flink.streaming.api.functions.ProcessFunction;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.Collector;
+
+import java.util.HashMap;
+
+/**
+ * Decodes the af1 wire form once per record (the JVM twin of
+ * {@code auditflow.records.TransactionEvent.from_wire}: the same checks in the same order, the
+ * same field names and reasons) and splits the stream: rejects and late records to side outputs,
+ * the rest on as events with their event-level features.
+ *
+ * <p>Input rows: {@code value, src, off, topic, part} with event time. A record is late when its
+ * time plus the allowed lateness is at or behind this operator's watermark.
+ */
+final class Decode extends ProcessFunction<Row, Row> {
+    private static final long serialVersionUID = 1L;
+    static final String TAG = "af1";
+    static final int FIELDS = 16;
+    // wire field positions (auditflow.records.WIRE_FIELDS)
+    static final int F_EID = 1, F_TS = 2, F_OFF = 3, F_FB = 4, F_FA = 5, F_TB = 6, F_TA = 7, F_PU = 8, F_PC = 9,
+            F_RU = 10, F_RC = 11, F_PUSD = 12, F_RUSD = 13, F_FMT = 14, F_LAUND = 15;
+    static final int[] INT_FIELDS = {F_TS, F_OFF, F_PU, F_RU, F_PUSD, F_RUSD};
+
+    private final String[] wireNames;
+    private final HashMap<String, Long> roundUnit; // currency -> 100 * 10^scale
+    private final HashMap<String, Integer> formats;
+    private final long latenessMs;
+
+    Decode(String[] wireNames, String[] currencies, long[] roundUnits, String[] formats, long latenessMs) {
+        this.wireNames = wireNames;
+        this.roundUnit = new HashMap<>();
+        for (int i = 0; i < currencies.length; i++) roundUnit.put(currencies[i], roundUnits[i]);
+        this.formats = new HashMap<>();
+        for (int i = 0; i < formats.length; i++) this.formats.put(formats[i], i);
+        this.latenessMs = latenessMs;
+    }
+
+    static boolean isInt(String s) {
+        int n = s.length(), i = 0;
+        if (n > 0 && s.charAt(0) == '-') i = 1;
+        int digits = n - i;
+        if (digits < 1 || digits > 18) return false;
+        for (; i < n; i++) {
+            char c = s.charAt(i);
+            if (c < '0' || c > '9') return false;
+        }
+        return true;
+    }
+
+    /** The wire fields, or null unless there are exactly FIELDS of them. */
+    static String[] split(String v) {
+        String[] out = new String[FIELDS];
+        int start = 0, k = 0;
+        for (int i = 0; i < v.length(); i++) {
+            if (v.charAt(i) == ',') {
+                if (k == FIELDS - 1) return null;
+                out[k++] = v.substring(start, i);
+                start = i + 1;
+            }
+        }
+        if (k != FIELDS - 1) return null;
+        out[k] = v.substring(start);
+        return out;
+    }
+
+    private void reject(Row in, Context ctx, String field, String value, String reason) {
+        ctx.output(StreamFeatures.REJECTS, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4),
+                in.getField(0) == null ? "" : in.getField(0), field, value, reason));
+    }
+
+    @Override
+    public void processElement(Row in, Context ctx, Collector<Row> out) {
+        String v = (String) in.getField(0);
+        String[] f = v == null ? null : split(v);
+        if (f == null || !TAG.equals(f[0])) {
+            String raw = v == null ? "" : v;
+            reject(in, ctx, "value", raw.length() > 80 ? raw.substring(0, 80) : raw,
+                    "not an " + TAG + " wire record of " + FIELDS + " fields");
+            return;
+        }
+        for (int i : INT_FIELDS) {
+            if (!isInt(f[i])) {
+                reject(in, ctx, wireNames[i], f[i], "expected an integer");
+                return;
+            }
+        }
+        for (int i : new int[] {F_PC, F_RC}) {
+            if (!roundUnit.containsKey(f[i])) {
+                reject(in, ctx, wireNames[i], f[i], "unknown currency");
+                return;
+            }
+        }
+        Integer fmt = formats.get(f[F_FMT]);
+        if (fmt == null) {
+            reject(in, ctx, wireNames[F_FMT], f[F_FMT], "unknown payment format");
+            return;
+        }
+        if (!"0".equals(f[F_LAUND]) && !"1".equals(f[F_LAUND])) {
+            reject(in, ctx, wireNames[F_LAUND], f[F_LAUND], "expected 0 or 1");
+            return;
+        }
+        long ts = Long.parseLong(f[F_TS]);
+        long wm = ctx.timerService().currentWatermark();
+        if (wm != Long.MIN_VALUE && ts + latenessMs <= wm) {
+            ctx.output(StreamFeatures.LATE, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4), v,
+                    f[F_TS], wm));
+            return;
+        }
+        long paidUnits = Long.parseLong(f[F_PU]);
+        long paidUsd = Long.parseLong(f[F_PUSD]);
+        double[] ev = {
+            (double) paidUsd / 100.0,
+            f[F_PC].equals(f[F_RC]) ? 0.0 : 1.0,
+            f[F_FB].equals(f[F_TB]) && f[F_FA].equals(f[F_TA]) ? 1.0 : 0.0,
+            (double) fmt,
+            (double) Math.floorMod(Math.floorDiv(ts, 3_600_000L), 24L),
+            paidUnits % roundUnit.get(f[F_PC]) == 0 ? 1.0 : 0.0,
+        };
+        Row r = new Row(StreamFeatures.INPUT.getArity());
+        r.setField(StreamFeatures.EID, f[F_EID]);
+        r.setField(StreamFeatures.TS, ts);
+        r.setField(StreamFeatures.OFFSET, Long.parseLong(f[F_OFF]));
+        r.setField(StreamFeatures.SND, f[F_FB] + "/" + f[F_FA]);
+        r.setField(StreamFeatures.RCV, f[F_TB] + "/" + f[F_TA]);
+        r.setField(StreamFeatures.PAID, paidUsd);
+        r.setField(StreamFeatures.RECV, Long.parseLong(f[F_RUSD]));
+        r.setField(StreamFeatures.PAYLOAD, v);
+        r.setField(StreamFeatures.EVENT_FEATURES, ev);
+        out.collect(r);
+    }
+}
