@@ -164,6 +164,10 @@ class GraphStore(ABC):
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
         """The backend's query for :meth:`neighbors_batch`, with arguments already checked."""
 
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Make the writes so far durable and visible to other readers (a no-op where every
+        write already is)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (flush pending writes, close connections). Idempotent."""
 

@@ -2,18 +2,18 @@
 
 One topology, two sources (a wire file for the embedded default, a Kafka topic in production)::
 
-    records (value, source, offset, event time)          Flink SQL: decode, validate, split off
-      --decode--> rejects (field, value, reason)             the late records against the
-      --late-->   late (behind the watermark by more          watermark, event features
-                  than the allowed lateness)
-      --ok-->     StreamFeatures (Java)                     dedup by event id, both legs through
-                    dedup --> duplicates                     one keyed operator per account that
-                    legs --> account windows (1 h, 24 h,     holds every window in shared state,
-                             7 d, shared state)              legs joined back to their event
-                    join --> one row per event
-      --score-->  pandas UDF, Arrow batches (xgboost)       the fast score of every event
-      --alerts--> Python UDF on the alerted rows only       the alert message
-    decoded events --graph--> pandas UDF batches           GraphStore writes (idempotent)
+    records (value, source, offset; event time and watermarks from Flink SQL)
+      StreamFeatures (Java, pipelines/jvm/src):
+        decode  --> rejects (field, value, reason)          one pass over the af1 record; the
+                --> late (behind the watermark by more        event-level features
+                    than the allowed lateness)
+        dedup by event id --> duplicates
+        legs --> account windows (1 h, 24 h, 7 d)           one keyed operator per account holds
+                                                              every window in shared state
+        join --> one row per event, features packed as little-endian doubles
+      fast path: pandas UDF on Arrow batches (xgboost)      the fast score of every event, and the
+                                                              alert message of those at the threshold
+      decoded events --graph--> pandas UDF batches          GraphStore writes (idempotent)
 
 Records arrive in the compact wire form (:meth:`auditflow.records.TransactionEvent.to_wire`),
 written by the one line reader (:mod:`ingest.amlworld`) at ingestion: ``auditflow produce`` for
@@ -157,63 +157,44 @@ def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str)
 # ------------------------------------------------------------------------------ Python UDFs
 
 
-def _score_udf(spec: StreamSpec, n_features: int):
+def _alert_udf(spec: StreamSpec):
+    """The fast path in one Python stage: score each Arrow batch, and build the alert message of
+    the rows at or above the threshold (NULL for the rest)."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
 
-    class Score(ScalarFunction):
+    class FastPath(ScalarFunction):
         def __init__(self, factory):
             self.factory = factory
 
         def open(self, function_context):
-            import numpy as np
-
             scorer = self.factory()
-            self.predict = scorer[0]
-            self.np = np
+            self.predict, self.threshold, self.digest = scorer[0], float(scorer[1]), scorer[2]
             if len(scorer) > 3 and tuple(scorer[3]) != tuple(FEATURE_NAMES):
-                raise ValueError(f"model {scorer[2][:12]} was trained on other features than this job computes: "
+                raise ValueError(f"model {self.digest[:12]} was trained on other features than this job computes: "
                                  "retrain it (auditflow train)")
 
-        def eval(self, packed):
-            import pandas as pd
-
-            X = unpack_features(packed, self.np)
-            return pd.Series(self.np.asarray(self.predict(X), dtype=self.np.float64))
-
-        def is_deterministic(self):
-            return False  # the planner must not inline it twice (once for the filter, once for the alert)
-
-    return udf(Score(spec.scorer_factory), input_types=[DataTypes.BYTES()],
-               result_type=DataTypes.DOUBLE(), func_type="pandas")
-
-
-def _alert_udf(spec: StreamSpec, n_features: int):
-    from pyflink.table import DataTypes
-    from pyflink.table.udf import ScalarFunction, udf
-
-    class AlertMessage(ScalarFunction):
-        """The alert message of each alerted row (a batch holds only alerted rows)."""
-
-        def __init__(self, factory):
-            self.factory = factory
-
-        def open(self, function_context):
-            self.digest = self.factory()[2]
-
-        def eval(self, payload, score, packed):
+        def eval(self, payload, packed):
             import numpy as np
             import pandas as pd
 
             X = unpack_features(packed, np)
-            out = []
-            for p, sc, row in zip(payload.tolist(), score.tolist(), X.tolist()):
-                out.append(json.dumps({"event": TransactionEvent.from_wire(p).to_dict(), "score": sc,
-                                       "features": [[n, v] for n, v in zip(FEATURE_NAMES, row)],
-                                       "model": self.digest}, separators=(",", ":")))
+            scores = np.asarray(self.predict(X), dtype=np.float64)
+            out = [None] * len(scores)
+            hits = np.flatnonzero(scores >= self.threshold)
+            if len(hits):
+                payloads = payload.tolist()
+                for i in hits.tolist():
+                    out[i] = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
+                                         "score": float(scores[i]),
+                                         "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
+                                         "model": self.digest}, separators=(",", ":"))
             return pd.Series(out, dtype=object)
 
-    return udf(AlertMessage(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.DOUBLE(), DataTypes.BYTES()],
+        def is_deterministic(self):
+            return False
+
+    return udf(FastPath(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.BYTES()],
                result_type=DataTypes.STRING(), func_type="pandas")
 
 
@@ -242,6 +223,7 @@ def _graph_udf(spec: StreamSpec):
             import pandas as pd
 
             self.store.add_transactions([TransactionEvent.from_wire(p) for p in payload])
+            self.store.flush()  # durable per batch: readers after the job need not wait for close()
             return pd.Series([0] * len(payload), dtype="int64")
 
         def close(self):
@@ -300,13 +282,9 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
                    "CAST(`watermark` AS STRING)")
     late = t_env.sql_query(f"SELECT {_reject_json(chr(39) + 'ts_ms' + chr(39), '`value`', late_reason, 'late')} "
                            "AS message FROM af_late_rows")
-    t_env.create_temporary_function("af_score", _score_udf(spec, len(FEATURE_NAMES)))
-    t_env.create_temporary_function("af_alert", _alert_udf(spec, len(FEATURE_NAMES)))
-    t_env.execute_sql("CREATE TEMPORARY VIEW af_scored AS "
-                      "SELECT `payload`, `features`, af_score(`features`) AS score FROM af_features")
-    threshold = spec.scorer_factory()[1]
-    alerts = t_env.sql_query(f"SELECT af_alert(`payload`, score, `features`) AS message FROM af_scored "
-                             f"WHERE score >= {float(threshold)!r}")
+    t_env.create_temporary_function("af_fast_path", _alert_udf(spec))
+    alerts = t_env.sql_query("SELECT message FROM (SELECT af_fast_path(`payload`, `features`) AS message "
+                             "FROM af_features) WHERE message IS NOT NULL")
     dups = t_env.sql_query("SELECT `payload` AS message FROM af_duplicates")
     graph = None
     if spec.graph_url:

@@ -1,7 +1,7 @@
 """The end-of-run summary for the terminal, as a :mod:`rich` table (pure: nothing is printed).
 
 Recognised keys of the summary dict (all optional; a missing one shows as ``-``):
-``events_in``, ``processed``, ``rejected``, ``alerts``, ``reports_written``,
+``events_in``, ``processed``, ``rejected``, ``late``, ``duplicates``, ``alerts``, ``reports_written``,
 ``laundering_planted`` and ``laundering_alerted`` (planted laundering events in the input, and how
 many of them raised an alert: recall), ``elapsed_s`` (wall seconds for the run) and ``timings``
 (stage name -> seconds). Any other keys are listed after these, sorted by name.
@@ -9,16 +9,18 @@ many of them raised an alert: recall), ``elapsed_s`` (wall seconds for the run) 
 >>> import io
 >>> from rich.console import Console
 >>> console = Console(file=io.StringIO(), width=60, color_system=None)
->>> console.print(render_run_summary({"events_in": 1000, "processed": 990, "rejected": 10,
-...     "alerts": 12, "laundering_planted": 8, "laundering_alerted": 6, "elapsed_s": 2.5}))
+>>> console.print(render_run_summary({"events_in": 1000, "processed": 985, "rejected": 10, "late": 3,
+...     "duplicates": 2, "alerts": 12, "laundering_planted": 8, "laundering_alerted": 6, "elapsed_s": 2.5}))
 >>> print(console.file.getvalue())  # doctest: +NORMALIZE_WHITESPACE
                     auditflow run
 ┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
 ┃ Measure                            ┃         Value ┃
 ┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
 │ Events in                          │         1,000 │
-│ Processed                          │           990 │
+│ Processed                          │           985 │
 │ Rejected (dead-letter)             │            10 │
+│ Late (behind the watermark)        │             3 │
+│ Duplicates (event id seen)         │             2 │
 │ Alerts                             │            12 │
 │ Reports written                    │             - │
 │ Recall: planted laundering alerted │ 6 / 8 (75.0%) │
