@@ -22,13 +22,16 @@ Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
     full collections (seconds each) land inside some traces and make the embedded p99. A few
     warm-up traces on other roots run first (Neo4j query plans; the embedded per-node sort cache
     is *not* pre-filled beyond those).
-(c) **Kafka -> Flink -> Kafka**: :func:`pipelines.kafka_job.run_kafka_job` (imported lazily; if it
-    is missing or fails, ``kafka_flink_events_per_s=na`` and the reason goes to stderr) on a local
-    MiniCluster, bounded, graph into ``memory:``, over a seeded live set produced beforehand
-    (untimed) into private topics; events/s = events / the job's ``env.execute`` time (job
-    startup included, gateway JVM launch not). Not quick: a 10-event job first gives the job's
-    startup and ``steady_kafka_flink_events_per_s``. The alerts read back from Kafka must be
-    exactly those the plain-Python loop computes with the same model, with no dead letters.
+(c) **Kafka -> Flink -> Kafka**: :func:`auditflow.flow.run_kafka_job` (the app's entry to
+    :mod:`pipelines.kafka_job`, imported lazily; if it is missing or fails,
+    ``kafka_flink_events_per_s=na`` and the reason goes to stderr) on a local MiniCluster,
+    bounded, graph into ``memory:``, over a seeded live set produced beforehand (untimed, af1 wire
+    values keyed by sender, :func:`ingest.kafka_io.produce_file`) into private topics; events/s =
+    events / ``KafkaJobResult.seconds`` (the job's execution, its startup included, gateway JVM
+    launch not). Not quick: a 10-event job first gives the job's startup and
+    ``steady_kafka_flink_events_per_s``. The alerts read back from Kafka must be exactly those
+    the plain-Python reference computes with the same model (:func:`pipelines.features.iter_features`
+    scored in batches by :func:`model_service.fast_path.batch_scorer`), with no dead letters.
 
 (d) **Service start-up** (first, before anything loads the machine): ``deploy/services status``
     and then ``deploy/services up`` for the services status reports running, each timed as a
@@ -232,24 +235,22 @@ def flink_log_hint(log_dir: Path) -> str:
 
 def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: float = 600.0,
                 log_dir: Path | None = None) -> tuple[dict | None, str]:
-    """Kafka -> :func:`pipelines.kafka_job.run_kafka_job` (local MiniCluster) -> Kafka.
+    """Kafka -> :func:`auditflow.flow.run_kafka_job` (local MiniCluster) -> Kafka.
 
-    A seeded live set is produced (JSON wire form, keyed by sender) into private topics first,
-    untimed; then the bounded job runs (timed: ``KafkaJobResult.seconds`` = ``env.execute``, which
-    includes the job's own startup, but not the gateway JVM launch); then the alerts topic is
-    read back and must hold exactly the alerts the plain-Python loop computes with the same
+    A seeded live set is produced (af1 wire form, keyed by sender) into private topics first,
+    untimed; then the bounded job runs (timed: ``KafkaJobResult.seconds``, the job's execution,
+    which includes its own startup, but not the gateway JVM launch); then the alerts topic is
+    read back and must hold exactly the alerts the plain-Python reference computes with the same
     model. Returns (figures, detail) or (None, why it could not run).
     """
     try:
-        from pipelines import kafka_job
+        from auditflow.flow import run_kafka_job
     except ImportError as e:
-        return None, f"pipelines.kafka_job is not importable ({type(e).__name__}: {e})"
-    run_kafka_job = getattr(kafka_job, "run_kafka_job", None)
-    if run_kafka_job is None:
-        return None, "pipelines.kafka_job has no run_kafka_job"
+        return None, f"auditflow.flow.run_kafka_job is not importable ({type(e).__name__}: {e})"
 
-    from auditflow.flow import load_fast_path, train
+    from auditflow.flow import train
     from auditflow.records import TransactionEvent
+    from model_service.fast_path import batch_scorer
     from auditflow.settings import Settings
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
     from ingest.synthetic import generate, write_dataset
@@ -277,9 +278,11 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
     live = generate(accounts=accounts, days=2, seed=seed)
     live_csv, _ = write_dataset(live, work, name="kafka_live")
     n = len(live.events)
-    score, threshold, _ = load_fast_path(model_dir)[:3]
-    expected_ids = {ev.event_id for ev, vec in iter_features(live.events)
-                    if float(score([list(vec.values())])[0]) >= threshold}
+    predict, threshold = batch_scorer(model_dir)[:2]
+    featured = list(iter_features(live.events))
+    scores = predict(np.array([list(vec.values()) for _, vec in featured], dtype=np.float64))
+    expected_ids = {ev.event_id for (ev, _), s in zip(featured, scores) if s >= threshold}
+    del featured
     expected = len(expected_ids)
     try:
         startup = None
@@ -319,9 +322,9 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
             "dead_letters": len(dlq), "complete": complete,
         }
         if not complete:
-            return None, (f"alerts differ from the python loop's: {len(set(ids))} distinct alerts read back, "
-                          f"python loop {expected}, common {len(set(ids) & expected_ids)}; {len(dlq)} dead letters")
-        return figures, f"{n} events, job {res.seconds:.1f}s (wall {wall:.1f}s), {len(ids)} alerts = python loop"
+            return None, (f"alerts differ from the reference's: {len(set(ids))} distinct alerts read back, "
+                          f"reference {expected}, common {len(set(ids) & expected_ids)}; {len(dlq)} dead letters")
+        return figures, f"{n} events, job {res.seconds:.1f}s (wall {wall:.1f}s), {len(ids)} alerts = reference"
     except JobTimeout as e:
         hint = flink_log_hint(log_dir) if log_dir else ""
         return None, f"run_kafka_job: {e}" + (f"; Flink log: {hint}" if hint else "")
