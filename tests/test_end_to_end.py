@@ -33,9 +33,9 @@ def demo_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "out"
     cmd = [sys.executable, "-m", "auditflow.cli", "demo", "--out", str(out), "--accounts", str(ACCOUNTS),
            "--days", str(DAYS), "--seed", str(SEED), "--max-reports", "12"]
-    # A PyFlink job run earlier in this process (loopback mode) leaves PYFLINK_GATEWAY_DISABLED set.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYFLINK_GATEWAY_DISABLED", "PYTHON_LOOPBACK_SERVER_ADDRESS", "_PYFLINK_CONN_INFO_PATH")}
+    # What a user's shell has on a fresh setup: none of the settings, none of what a PyFlink job run
+    # earlier in this process (loopback mode) leaves in the environment for its Python workers.
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "JAVA_HOME", "TMPDIR") if k in os.environ}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (out / "demo_stdout.txt").write_text(proc.stdout)
