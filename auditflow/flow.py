@@ -187,6 +187,7 @@ def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "audi
         topic_alerts=settings.topic_alerts, topic_dlq=settings.topic_dlq,
         connector_jar=check_connector_jar(str(settings.flink_kafka_jar) if settings.flink_kafka_jar else None),
         group_id=group_id, bounded=bounded, job_name=job_name,
+        checkpoint_dir=str(settings.out_dir / "checkpoints"),
     )
 
 

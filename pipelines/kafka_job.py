@@ -46,6 +46,7 @@ class KafkaJobConfig:
     bounded: bool = True  # stop at the offsets present at start
     job_name: str = "auditflow-kafka"
     idle_timeout_ms: int = 30_000  # an idle partition stops holding the watermark back after this
+    checkpoint_dir: str | None = None  # durable checkpoint storage (the JobManager's memory holds only 5 MiB)
     extra: dict = field(default_factory=dict)  # further Kafka client properties
 
 
@@ -112,8 +113,11 @@ def _sink(t_env, name: str, topic: str, cfg: KafkaJobConfig) -> None:
 
 def build_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
     """The job's statement set: alerts, dead letters (rejects and late records) and graph writes."""
+    conf = dict(spec.flink_conf)
+    if cfg.checkpoint_dir:
+        conf.setdefault("execution.checkpointing.dir", Path(cfg.checkpoint_dir).resolve().as_uri())
     env, t_env = table_environment(spec.parallelism, extra_jars=[check_connector_jar(cfg.connector_jar)],
-                                   flink_conf=spec.flink_conf)
+                                   flink_conf=conf)
     env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
     t_env.get_config().set("pipeline.name", cfg.job_name)
     topo = build_topology(t_env, kafka_source_view(t_env, cfg, spec), spec)
@@ -159,6 +163,8 @@ def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec) -> list
             "--allowed-lateness-ms", str(spec.allowed_lateness_ms)]
     if cfg.bounded:
         args.append("--bounded")
+    if cfg.checkpoint_dir:
+        args += ["--checkpoint-dir", str(Path(cfg.checkpoint_dir).resolve())]
     if spec.graph_url:
         args += ["--graph-url", spec.graph_url]
         for k, v in spec.graph_options.items():
@@ -184,11 +190,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--parallelism", type=int, default=1)
     ap.add_argument("--out-of-orderness-ms", type=int, required=True)
     ap.add_argument("--allowed-lateness-ms", type=int, required=True)
+    ap.add_argument("--checkpoint-dir", default=None, help="durable checkpoint storage (a shared path on a cluster)")
     ap.add_argument("--graph-url", default=None)
     ap.add_argument("--graph-option", action="append", default=[], help="KEY=VALUE for the graph store")
     a = ap.parse_args(argv)
     cfg = KafkaJobConfig(a.bootstrap, a.topic_transactions, a.topic_alerts, a.topic_dlq, a.connector_jar,
-                         group_id=a.group_id, bounded=a.bounded, job_name=a.job_name)
+                         group_id=a.group_id, bounded=a.bounded, job_name=a.job_name,
+                         checkpoint_dir=a.checkpoint_dir)
     spec = StreamSpec(scorer_factory=partial(batch_scorer, a.model_dir), graph_url=a.graph_url,
                       graph_options=dict(o.split("=", 1) for o in a.graph_option), parallelism=a.parallelism,
                       out_of_orderness_ms=a.out_of_orderness_ms, allowed_lateness_ms=a.allowed_lateness_ms)
