@@ -145,7 +145,7 @@ class StreamResult:
     duplicates: int = 0  # records whose event id was already seen: dropped before features
 
 
-def stream_spec(model_dir: str | Path, settings: Settings, *, with_graph: bool = True):
+def stream_spec(model_dir: str | Path, settings: Settings):
     """The stream job's spec from settings: the stage-1 model (batch scorer), the graph store,
     parallelism and the event-time rules."""
     from functools import partial
@@ -155,7 +155,7 @@ def stream_spec(model_dir: str | Path, settings: Settings, *, with_graph: bool =
 
     return StreamSpec(
         scorer_factory=partial(batch_scorer, str(Path(model_dir).resolve())),
-        graph_url=settings.effective_graph_url if with_graph else None,
+        graph_url=settings.effective_graph_url,
         graph_options=settings.graph_options,
         parallelism=settings.parallelism,
         out_of_orderness_ms=settings.out_of_orderness_ms,

@@ -332,7 +332,7 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
         text = str(e)
         causes = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Caused by:")]
         (work / "kafka_job_error.txt").write_text(text)
-        log(f"[kafka] run_kafka_job failed; Java causes:\n  " + "\n  ".join(causes[-6:]))
+        log("[kafka] run_kafka_job failed; Java causes:\n  " + "\n  ".join(causes[-6:]))
         first = text.strip().splitlines()[0] if text.strip() else ""
         return None, f"run_kafka_job failed: {type(e).__name__}: {first[:200]} / root cause: {(causes or ['?'])[-1][:300]}"
     finally:

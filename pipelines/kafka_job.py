@@ -23,6 +23,7 @@ from pathlib import Path
 from pipelines.stream_job import (
     StreamSpec,
     _sql_str,
+    add_graph_sink,
     build_topology,
     event_time_column,
     job_counts,
@@ -131,9 +132,7 @@ def build_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
     t_env.create_temporary_view("af_dups_v", topo.duplicates)
     t_env.execute_sql("CREATE TEMPORARY TABLE af_discard (`m` STRING) WITH ('connector' = 'blackhole')")
     stmts.add_insert_sql("INSERT INTO af_discard SELECT message FROM af_dups_v")
-    if topo.graph is not None:
-        t_env.execute_sql("CREATE TEMPORARY TABLE af_graph_out (`g` BIGINT) WITH ('connector' = 'blackhole')")
-        stmts.add_insert("af_graph_out", topo.graph)
+    add_graph_sink(t_env, stmts, topo)
     return stmts
 
 

@@ -89,9 +89,9 @@ def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flin
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
-    paths = [str(PROJECT_ROOT), *site.getsitepackages()]
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
+    old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [p for p in (str(PROJECT_ROOT), *site.getsitepackages()) if p not in old]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + old)  # once per path, however many jobs run
     conf = Configuration()
     conf.set_string("python.execution-mode", "process")
     conf.set_string("restart-strategy.type", "fixed-delay")
@@ -241,9 +241,8 @@ def _graph_udf(spec: StreamSpec):
 
 @dataclass
 class Topology:
-    """The job's output tables (JSON strings) and the t_env they live in."""
+    """The job's output tables (JSON strings)."""
 
-    t_env: object
     alerts: object  # `message` STRING: alert JSON
     rejects: object  # `message` STRING: RejectedRecord JSON, stage 'decode'
     late: object  # `message` STRING: RejectedRecord JSON, stage 'late'
@@ -290,7 +289,14 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     if spec.graph_url:
         t_env.create_temporary_function("af_graph_write", _graph_udf(spec))
         graph = t_env.sql_query("SELECT g FROM (SELECT af_graph_write(`payload`) AS g FROM af_graph_events) WHERE g < 0")
-    return Topology(t_env, alerts, rejects, late, dups, graph)
+    return Topology(alerts, rejects, late, dups, graph)
+
+
+def add_graph_sink(t_env, stmts, topo: Topology) -> None:
+    """Anchor the graph writes in a statement set (they emit no rows; the sink discards)."""
+    if topo.graph is not None:
+        t_env.execute_sql("CREATE TEMPORARY TABLE af_graph_sink (`g` BIGINT) WITH ('connector' = 'blackhole')")
+        stmts.add_insert("af_graph_sink", topo.graph)
 
 
 def _string_array(gateway, values: Sequence[str]):
@@ -380,7 +386,8 @@ def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None 
     """Run the job over a file of wire records in arrival order (duplicates and all).
 
     ``records_in`` counts the wire file's records; the caller adds what it rejected before."""
-    records = sum(1 for _ in open(wire_path, "rb"))
+    with open(wire_path, "rb") as fh:
+        records = sum(1 for _ in fh)
     _, t_env = table_environment(spec.parallelism, flink_conf=spec.flink_conf)
     t0 = time.perf_counter()
     view = file_source_view(t_env, wire_path, spec, source or str(wire_path))
@@ -411,9 +418,7 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
             "SELECT CONCAT('R', message) FROM af_out_rejects UNION ALL "
             "SELECT CONCAT('L', message) FROM af_out_late UNION ALL "
             "SELECT CONCAT('D', message) FROM af_out_dups")
-        if topo.graph is not None:
-            t_env.execute_sql("CREATE TEMPORARY TABLE af_graph_sink (`g` BIGINT) WITH ('connector' = 'blackhole')")
-            stmts.add_insert("af_graph_sink", topo.graph)
+        add_graph_sink(t_env, stmts, topo)
         job = stmts.execute().get_job_client().get_job_execution_result().result()
         counts = job_counts(job)
         alerts: list[dict] = []

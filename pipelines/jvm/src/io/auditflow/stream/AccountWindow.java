@@ -98,7 +98,7 @@ public final class AccountWindow implements Serializable {
     }
 
     private void grow() {
-        int cap = minute.length, size = (int) (tail - head);
+        int cap = minute.length;
         long[] m2 = new long[cap * 2], c2 = new long[cap * 2];
         String[] p2 = new String[cap * 2];
         boolean[] o2 = new boolean[cap * 2], w2 = new boolean[cap * 2];
@@ -115,7 +115,6 @@ public final class AccountWindow implements Serializable {
         cp = p2;
         out = o2;
         wasNew = w2;
-        assert size == tail - head;
     }
 
     private void drop(int w, int s) {
