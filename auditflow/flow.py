@@ -304,6 +304,7 @@ class CaseResult:
     alert: Alert
     reason_codes: list[ReasonCode]
     report_pdf: Path | None = None
+    report_error: str | None = None  # why its report could not be written (reports.ReportFailure)
     trace_id: str = ""
     typologies: list[str] = field(default_factory=list)
 
@@ -321,14 +322,15 @@ def run_deep_path(
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
     from evidence_graph import detect_typologies, graph_features, trace_evidence
     from model_service import Cascade, explain_alerts
-    from reports import AuditLog, render_alert_report
+    from reports import AuditLog, ReportFailure, ReportWriter
 
     cascade = Cascade.load(model_dir)
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     log = AuditLog(reports_dir / "audit_log.jsonl")
+    writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
+                          seed=settings.seed, signing_key=settings.signing_key_bytes, log=log.append)
     cases: list[CaseResult] = []
-    version = code_version()
     with open_graph(settings) as store:
         window = settings.window_minutes
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev, window))
@@ -345,16 +347,12 @@ def run_deep_path(
             )
             around = settings.typology_window
             matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
-            manifest = render_alert_report(
-                alert, trace, codes, out_dir=reports_dir, input_sha256=input_sha256,
-                code_version=version, seed=settings.seed,
-                typologies=[(m.typology, m.explanation) for m in matches],
-                signing_key=settings.signing_key_bytes,
-            )
-            log.append("report", {"alert_id": alert.alert_id, "report_id": manifest.report_id,
-                                  "files": [list(f) for f in manifest.files], "trace_id": trace.trace_id,
-                                  "signature": manifest.signature})
-            case.report_pdf = reports_dir / f"{alert.alert_id}.pdf"
+            # one report that fails (a hostile id, a layout error) is recorded, not raised
+            outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
+            if isinstance(outcome, ReportFailure):
+                case.report_error = outcome.reason
+            else:
+                case.report_pdf = reports_dir / outcome.files[0][0]
             case.trace_id = trace.trace_id
             case.typologies = [m.typology for m in matches]
             if progress:
@@ -459,6 +457,10 @@ class RunResult:
         return sum(1 for c in self.cases if c.report_pdf)
 
     @property
+    def reports_failed(self) -> int:
+        return sum(1 for c in self.cases if c.report_error)
+
+    @property
     def laundering_alerted(self) -> int:
         return len(self.laundering_ids & set(self.alerted_ids))
 
@@ -481,6 +483,7 @@ class RunResult:
             "duplicates": self.duplicates,
             "alerts": len(self.cases),
             "reports_written": self.reports_written,
+            "reports_failed": self.reports_failed,
             "laundering_planted": len(self.laundering_ids),
             "laundering_alerted": self.laundering_alerted,
             "elapsed_s": self.elapsed_s,
@@ -512,7 +515,8 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     )
     write_jsonl(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
-         "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None} for c in cases))
+         "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
+         "report_error": c.report_error} for c in cases))
     result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result

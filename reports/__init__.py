@@ -2,10 +2,12 @@
 
 This package owns what an auditor receives from a run:
 
-* :func:`render_alert_report` writes ``<alert_id>.pdf`` (deterministic, byte-identical for the
-  same inputs) and ``<alert_id>.manifest.json`` (file hashes plus an HMAC-SHA256 signature over
+* :func:`render_alert_report` writes ``<stem>.pdf`` (deterministic, byte-identical for the
+  same inputs) and ``<stem>.manifest.json`` (file hashes plus an HMAC-SHA256 signature over
   the canonical :class:`~auditflow.records.ReportManifest` body); :func:`verify_manifest`
-  checks both.
+  checks both. ``stem`` is :func:`report_file_stem` of the alert id: the id itself when it is a
+  plain short name, else a safe name with a hash of the id. :class:`ReportWriter` writes a run's
+  reports, recording one that fails as a :class:`ReportFailure` and going on with the others.
 * :class:`AuditLog` appends hash-chained JSON lines; :func:`verify_audit_log` names the line
   where the chain was edited, cut, extended or reordered.
 * :func:`render_run_summary` turns run counters into a :mod:`rich` table for the terminal.
@@ -13,7 +15,14 @@ This package owns what an auditor receives from a run:
 Domain records come from :mod:`auditflow.records`; nothing here redefines them.
 """
 
-from reports.alert_report import render_alert_pdf, render_alert_report, report_id_for
+from reports.alert_report import (
+    ReportFailure,
+    ReportWriter,
+    render_alert_pdf,
+    render_alert_report,
+    report_file_stem,
+    report_id_for,
+)
 from reports.audit_log import GENESIS_HASH, AuditLog, verify_audit_log
 from reports.manifest import canonical_json, manifest_signature, sign_manifest, verify_manifest
 from reports.run_summary import render_run_summary
@@ -21,11 +30,14 @@ from reports.run_summary import render_run_summary
 __all__ = [
     "GENESIS_HASH",
     "AuditLog",
+    "ReportFailure",
+    "ReportWriter",
     "canonical_json",
     "manifest_signature",
     "render_alert_pdf",
     "render_alert_report",
     "render_run_summary",
+    "report_file_stem",
     "report_id_for",
     "sign_manifest",
     "verify_audit_log",

@@ -5,6 +5,19 @@ parameters give a byte-identical PDF (reportlab invariant mode, a fixed creation
 ignores ``SOURCE_DATE_EPOCH``, no compression, no randomness, no clock). Money is printed with
 :func:`auditflow.money.format_amount` exactly as it arrived, floats with ``repr`` (the shortest
 text that reads back to the same value).
+
+File names come from the alert id through :func:`report_file_stem` only: an id that is already a
+plain, short name (``[A-Za-z0-9._-]``, starting with a letter or digit, at most
+:data:`MAX_FILE_STEM` characters) is used as is; any other id (a ``/``, a control character, a
+name longer than a file system allows...) gets its safe characters, cut short, then ``~`` and a
+64-bit hash of the whole id, so two ids never share a name. The full id stays inside the report
+and its manifest. :class:`ReportWriter` writes the reports of a run: one that fails is recorded as a
+:class:`ReportFailure` (alert id and reason) and the others are still written.
+
+>>> report_file_stem("alert-tx-4b1d0c9e7f2a3b65")
+'alert-tx-4b1d0c9e7f2a3b65'
+>>> report_file_stem("alert-01/0X")
+'alert-01_0X~55d1233b25c6c73c'
 """
 
 from __future__ import annotations
@@ -12,9 +25,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -188,9 +202,24 @@ def report_id_for(
     return "report-" + hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
 
-def _check_file_stem(alert_id: str) -> None:
-    if not alert_id or alert_id.startswith(".") or any(c in alert_id for c in '/\\:*?"<>|\0'):
-        raise ValueError(f"alert_id {alert_id!r} cannot be used as a file name")
+#: The longest file stem; with the longest suffix (``.manifest.json.tmp``) far below the 255
+#: bytes a file name may have.
+MAX_FILE_STEM = 120
+_PLAIN_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_STEM_HASH = 16  # hex digits: 64 bits
+
+
+def report_file_stem(alert_id: str) -> str:
+    """The file name stem of an alert's report files (``<stem>.pdf``, ``.trace.json``,
+    ``.manifest.json``): the id itself when it is a plain short name, else its safe characters
+    (others as ``_``, cut short) + ``~`` + a hash of the whole id. A plain stem never holds ``~``,
+    so it cannot meet a hashed one; two hashed stems meet only if 64 bits of SHA-256 do."""
+    if len(alert_id) <= MAX_FILE_STEM and _PLAIN_STEM.fullmatch(alert_id):
+        return alert_id
+    digest = hashlib.sha256(alert_id.encode("utf-8", "surrogatepass")).hexdigest()[:_STEM_HASH]
+    kept = _UNSAFE.sub("_", alert_id).lstrip("._-")[: MAX_FILE_STEM - 1 - _STEM_HASH]
+    return f"{kept}~{digest}"
 
 
 # ----------------------------------------------------------------------------- sections
@@ -410,7 +439,7 @@ def render_alert_pdf(
     narrative: str | None = None,
 ) -> bytes:
     """The report PDF as bytes (pure: no files written)."""
-    manifest_name = f"{alert.alert_id}.manifest.json"
+    manifest_name = f"{report_file_stem(alert.alert_id)}.manifest.json"
     story: list = [
         Paragraph(escape(f"AML alert report: {alert.alert_id}"), STYLES["title"]),
         _p(f"Report {manifest.report_id}. Every value below is printed exactly as recorded: "
@@ -465,13 +494,13 @@ def render_alert_report(
     narrative: str | None = None,
     signing_key: bytes,
 ) -> ReportManifest:
-    """Write ``<out_dir>/<alert_id>.pdf``, the complete trace as ``<alert_id>.trace.json`` and
-    the signed ``<alert_id>.manifest.json`` that hashes both.
+    """Write ``<out_dir>/<stem>.pdf``, the complete trace as ``<stem>.trace.json`` and the signed
+    ``<stem>.manifest.json`` that hashes both (``stem`` = :func:`report_file_stem` of the alert id;
+    the manifest lists the names).
 
-    Raises ``ValueError`` when the alert id is not a usable file name, the trace is not rooted
-    at the alert's sender or receiver, or the signing key is empty.
+    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or the
+    signing key is empty.
     """
-    _check_file_stem(alert.alert_id)
     if not signing_key:
         raise ValueError("signing_key must be non-empty bytes")
     parties = {alert.event.sender.node_id, alert.event.receiver.node_id}
@@ -502,17 +531,100 @@ def render_alert_report(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    pdf_name = f"{alert.alert_id}.pdf"
+    stem = report_file_stem(alert.alert_id)
+    pdf_name = f"{stem}.pdf"
     tmp = out / (pdf_name + ".tmp")
     tmp.write_bytes(pdf)
     tmp.replace(out / pdf_name)
 
-    trace_name = f"{alert.alert_id}.trace.json"
+    trace_name = f"{stem}.trace.json"
     trace_bytes = (trace.to_json() + "\n").encode()
     (out / trace_name).write_bytes(trace_bytes)
 
     files = ((pdf_name, sha256_hex(pdf)), (trace_name, sha256_hex(trace_bytes)))
     manifest = sign_manifest(replace(unsigned, files=files), signing_key)
-    write_manifest(manifest, out / f"{alert.alert_id}.manifest.json")
+    write_manifest(manifest, out / f"{stem}.manifest.json")
     return manifest
+
+
+# ----------------------------------------------------------------------------- a run's reports
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFailure:
+    """A report that could not be written: which alert, and why (``"ExceptionType: message"``)."""
+
+    alert_id: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"alert_id": self.alert_id, "reason": self.reason}
+
+
+_REPORT_SUFFIXES = (".pdf.tmp", ".pdf", ".trace.json", ".manifest.json.tmp", ".manifest.json")
+_MAX_REASON = 500
+
+
+class ReportWriter:
+    """Writes the per-alert reports of one run into ``out_dir``, and records each in ``log``.
+
+    :meth:`write` never lets one alert stop the run: a report that raises is recorded as a
+    :class:`ReportFailure` (audit log kind ``report_failed``, with the alert id and the reason),
+    whatever it had written of its own files is removed, and the next alert is written as usual.
+    So ``attempted == len(written) + len(failed)``. A written report is logged as ``report``
+    (alert id, report id, files and their hashes, trace id, signature).
+    """
+
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        input_sha256: str,
+        code_version: str,
+        seed: int,
+        signing_key: bytes,
+        log: Callable[[str, dict], object] | None = None,
+    ) -> None:
+        self.out_dir = Path(out_dir)
+        self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed,
+                          signing_key=signing_key)
+        self._log = log
+        self.written: list[ReportManifest] = []
+        self.failed: list[ReportFailure] = []
+
+    @property
+    def attempted(self) -> int:
+        return len(self.written) + len(self.failed)
+
+    def write(
+        self,
+        alert: Alert,
+        trace: EvidenceTrace,
+        reason_codes: list[ReasonCode],
+        *,
+        typologies: Sequence[tuple[str, str]] = (),
+        narrative: str | None = None,
+    ) -> ReportManifest | ReportFailure:
+        """The alert's report (see :func:`render_alert_report`), or why it could not be written."""
+        try:
+            manifest = render_alert_report(alert, trace, reason_codes, out_dir=self.out_dir,
+                                           typologies=typologies, narrative=narrative, **self._args)
+        except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
+            failure = ReportFailure(alert.alert_id, f"{type(e).__name__}: {e}"[:_MAX_REASON])
+            self._remove_partial(alert.alert_id)
+            self.failed.append(failure)
+            if self._log is not None:
+                self._log("report_failed", failure.to_dict())
+            return failure
+        self.written.append(manifest)
+        if self._log is not None:
+            self._log("report", {"alert_id": alert.alert_id, "report_id": manifest.report_id,
+                                 "files": [list(f) for f in manifest.files],
+                                 "trace_id": trace.trace_id, "signature": manifest.signature})
+        return manifest
+
+    def _remove_partial(self, alert_id: str) -> None:
+        stem = report_file_stem(alert_id)
+        for suffix in _REPORT_SUFFIXES:
+            (self.out_dir / f"{stem}{suffix}").unlink(missing_ok=True)
 

@@ -2,6 +2,7 @@
 
 Recognised keys of the summary dict (all optional; a missing one shows as ``-``):
 ``events_in``, ``processed``, ``rejected``, ``late``, ``duplicates``, ``alerts``, ``reports_written``,
+``reports_failed`` (reports that could not be written: the audit log names each),
 ``laundering_planted`` and ``laundering_alerted`` (planted laundering events in the input, and how
 many of them raised an alert: recall), ``elapsed_s`` (wall seconds for the run) and ``timings``
 (stage name -> seconds). Any other keys are listed after these, sorted by name.
@@ -23,6 +24,7 @@ many of them raised an alert: recall), ``elapsed_s`` (wall seconds for the run) 
 │ Duplicates (event id seen)         │             2 │
 │ Alerts                             │            12 │
 │ Reports written                    │             - │
+│ Reports failed                     │             - │
 │ Recall: planted laundering alerted │ 6 / 8 (75.0%) │
 │ Elapsed                            │        2.50 s │
 │ Throughput                         │  400 events/s │
@@ -45,6 +47,7 @@ _COUNTS = (
     ("duplicates", "Duplicates (event id seen)"),
     ("alerts", "Alerts"),
     ("reports_written", "Reports written"),
+    ("reports_failed", "Reports failed"),
 )
 _KNOWN = {k for k, _ in _COUNTS} | {"laundering_planted", "laundering_alerted", "elapsed_s", "timings"}
 

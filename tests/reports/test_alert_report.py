@@ -208,11 +208,15 @@ def test_rejects_bad_inputs(tmp_path):
         render(tmp_path, signing_key=b"")
     with pytest.raises(ValueError, match="rooted"):
         render(tmp_path, trace=replace(make_trace(), root="999/NOTINALERT"))
-    bad = replace(make_alert(), alert_id="../escape")
-    with pytest.raises(ValueError, match="file name"):
-        render_alert_report(bad, make_trace(), make_reason_codes(), out_dir=tmp_path,
-                            input_sha256=INPUT_SHA256, code_version="v", seed=1, signing_key=SIGNING_KEY)
     assert list(tmp_path.iterdir()) == []
+    # an id that is no file name is no error: its files get a safe name inside out_dir
+    # (tests/reports/test_report_names.py)
+    inner = tmp_path / "inner"
+    m = render_alert_report(replace(make_alert(), alert_id="../escape"), make_trace(), make_reason_codes(),
+                            out_dir=inner, input_sha256=INPUT_SHA256, code_version="v", seed=1,
+                            signing_key=SIGNING_KEY)
+    assert m.alert_id == "../escape" and sorted(p.name for p in tmp_path.iterdir()) == ["inner"]
+    assert all(p.name.startswith("escape~") for p in inner.iterdir())
 
 
 def test_minimal_report_without_optional_sections(tmp_path):
