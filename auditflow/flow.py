@@ -146,8 +146,8 @@ class StreamResult:
 
 
 def stream_spec(model_dir: str | Path, settings: Settings):
-    """The stream job's spec from settings: the stage-1 model (batch scorer), the graph store,
-    parallelism and the event-time rules."""
+    """The stream job's spec from settings: the stage-1 model (batch scorer), the graph store
+    (its password as a file path, read on the TaskManager), parallelism and the event-time rules."""
     from functools import partial
 
     from model_service.fast_path import batch_scorer
@@ -156,7 +156,7 @@ def stream_spec(model_dir: str | Path, settings: Settings):
     return StreamSpec(
         scorer_factory=partial(batch_scorer, str(Path(model_dir).resolve())),
         graph_url=settings.effective_graph_url,
-        graph_options=settings.graph_options,
+        graph_options=settings.graph_job_options,  # the Neo4j password by reference: never pickled
         parallelism=settings.parallelism,
         out_of_orderness_ms=settings.out_of_orderness_ms,
         allowed_lateness_ms=settings.allowed_lateness_ms,

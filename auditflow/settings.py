@@ -12,8 +12,12 @@ AUDITFLOW_GRAPH_URL                ``embedded:PATH`` (networkx file), ``memory:`
                                    or a Neo4j URI: ``bolt://HOST:PORT``,
                                    ``neo4j://``, ``+s`` / ``+ssc`` TLS variants
 AUDITFLOW_NEO4J_URI                Neo4j address used by ``--neo4j``                ``bolt://127.0.0.1:7687``
-AUDITFLOW_NEO4J_USER               Neo4j user (unset: no auth)                      unset
-AUDITFLOW_NEO4J_PASSWORD           Neo4j password (secret)                          unset
+AUDITFLOW_NEO4J_USER               Neo4j user (unset: ``neo4j`` where a password    unset
+                                   is set, else no auth)
+AUDITFLOW_NEO4J_PASSWORD_FILE      file holding the Neo4j password (secret): what   unset
+                                   ``deploy/services env`` prints; the only form
+                                   the stream job takes
+AUDITFLOW_NEO4J_PASSWORD           Neo4j password (secret); not with ``_FILE``      unset
 AUDITFLOW_GRAPH_NAMESPACE          Neo4j label suffix isolating one graph           unset
 AUDITFLOW_KAFKA_BOOTSTRAP          Kafka bootstrap servers                          ``127.0.0.1:9092``
 AUDITFLOW_TOPIC_TRANSACTIONS       input topic                                      ``transactions``
@@ -43,6 +47,13 @@ AUDITFLOW_SEED                     seed for generators and models               
 
 Where both names of the Flink variables are set, the ``AUDITFLOW_`` one wins.
 
+Secrets (the Neo4j password, the signing key) are :class:`~pydantic.SecretStr`: ``repr``, ``str``
+and JSON dumps show ``**********``. The Neo4j password file is read once, here, into
+``neo4j_password``; what runs in this process gets the password (:attr:`Settings.graph_options`),
+what is shipped elsewhere -- the stream job, pickled into a Flink job graph and passed as
+``flink run`` arguments -- gets the file's path only (:attr:`Settings.graph_job_options`) and reads
+the file where it runs (the TaskManager).
+
 >>> s = Settings(trace_hops=3)
 >>> s.trace_hops, s.window_minutes, s.trace_horizon
 (3, 1440, datetime.timedelta(days=3))
@@ -53,7 +64,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from auditflow.graph_url import BOLT_SCHEMES, graph_backend
@@ -66,8 +77,12 @@ from auditflow.limits import (
     DEFAULT_WINDOW_MINUTES,
     MAX_TRACE_HOPS,
 )
+from auditflow.secret_file import read_secret_file
 
 DEV_SIGNING_KEY = "auditflow-development-key-not-for-production"
+#: The Neo4j user when a password is set and no user: Neo4j's initial admin (the only user of
+#: the Community server deploy/services starts).
+DEFAULT_NEO4J_USER = "neo4j"
 _MINUTE = timedelta(minutes=1)
 
 
@@ -79,6 +94,7 @@ class Settings(BaseSettings):
     neo4j_uri: str = "bolt://127.0.0.1:7687"
     neo4j_user: str | None = None
     neo4j_password: SecretStr | None = None
+    neo4j_password_file: Path | None = None
     graph_namespace: str = ""
     kafka_bootstrap: str = "127.0.0.1:9092"
     topic_transactions: str = "transactions"
@@ -116,22 +132,67 @@ class Settings(BaseSettings):
             raise ValueError(f"neo4j_uri {v!r}: expected one of {', '.join(BOLT_SCHEMES)} then HOST:PORT")
         return v
 
+    @field_validator("neo4j_password_file")
+    @classmethod
+    def _readable_password_file(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        # Errors name the file, never its content (the CLI prints a failed field's input).
+        if v is not None:
+            if info.data.get("neo4j_password") is not None:
+                raise ValueError("AUDITFLOW_NEO4J_PASSWORD is set too: set one of the two")
+            read_secret_file(v)  # SecretFileError (a ValueError) naming the file
+        return v
+
+    @model_validator(mode="after")
+    def _password_from_file(self) -> Settings:
+        if self.neo4j_password_file is not None and self.neo4j_password is None:
+            self.neo4j_password = SecretStr(read_secret_file(self.neo4j_password_file))
+        return self
+
     @property
     def effective_graph_url(self) -> str:
         return self.graph_url or f"embedded:{(self.out_dir / 'graph.jsonl').resolve()}"
 
     @property
+    def neo4j_auth(self) -> dict:
+        """The Neo4j credentials as :class:`evidence_graph.neo4j_store.Neo4jGraphStore` takes them,
+        for a connection made in this process: ``{}`` (no auth), else ``user`` and ``password``."""
+        if self.neo4j_password is None:
+            return {"user": self.neo4j_user, "password": None} if self.neo4j_user else {}
+        return {"user": self.neo4j_user or DEFAULT_NEO4J_USER, "password": self.neo4j_password.get_secret_value()}
+
+    @property
+    def neo4j_auth_reference(self) -> dict:
+        """The same credentials by reference, for code shipped elsewhere (the stream job): ``user``
+        and ``password_file`` (an absolute path), never the password. ``ValueError`` when the
+        password was given only as ``AUDITFLOW_NEO4J_PASSWORD``."""
+        if self.neo4j_password_file is not None:
+            return {"user": self.neo4j_user or DEFAULT_NEO4J_USER,
+                    "password_file": str(self.neo4j_password_file.resolve())}
+        if self.neo4j_password is not None:
+            raise ValueError(
+                "AUDITFLOW_NEO4J_PASSWORD is set, but the stream job takes the Neo4j password only as a "
+                "file (a password would be pickled into the Flink job graph): write it to a file the "
+                "TaskManagers can read (mode 0600) and set AUDITFLOW_NEO4J_PASSWORD_FILE instead")
+        return self.neo4j_auth
+
+    @property
     def graph_options(self) -> dict:
-        """Backend options for :func:`evidence_graph.open_store` (Neo4j auth and namespace)."""
+        """Backend options for :func:`evidence_graph.open_store` in this process (Neo4j auth,
+        the password included, and namespace)."""
         if graph_backend(self.effective_graph_url) != "neo4j":
             return {}
-        opts: dict = {}
-        if self.neo4j_user:
-            opts["user"] = self.neo4j_user
-            opts["password"] = self.neo4j_password.get_secret_value() if self.neo4j_password else None
-        if self.graph_namespace:
-            opts["namespace"] = self.graph_namespace
-        return opts
+        return self._with_namespace(self.neo4j_auth)
+
+    @property
+    def graph_job_options(self) -> dict:
+        """:attr:`graph_options` for the stream job: the password by reference
+        (:attr:`neo4j_auth_reference`), so it is neither pickled nor passed as an argument."""
+        if graph_backend(self.effective_graph_url) != "neo4j":
+            return {}
+        return self._with_namespace(self.neo4j_auth_reference)
+
+    def _with_namespace(self, opts: dict) -> dict:
+        return {**opts, "namespace": self.graph_namespace} if self.graph_namespace else dict(opts)
 
     @property
     def trace_horizon(self) -> timedelta:

@@ -4,7 +4,8 @@
     python bench/services.py --quick    # ~50k-edge graph, 50 traces per configuration
 
 Needs the services of ``deploy/services up`` (Neo4j on $AUDITFLOW_NEO4J_URI, default
-bolt://127.0.0.1:7687; Kafka on $AUDITFLOW_KAFKA_BOOTSTRAP). Everything goes into a private
+bolt://127.0.0.1:7687, with the credentials of the settings: ``eval "$(deploy/services env)"``;
+Kafka on $AUDITFLOW_KAFKA_BOOTSTRAP). Everything goes into a private
 Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
 
 (a) **Neo4j writes**: :meth:`Neo4jGraphStore.add_transactions` (its batched ``UNWIND ... MERGE``,
@@ -401,13 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     kafka_events = args.kafka_events or (1_000 if quick else 50_000)
     trace_budget = args.trace_budget or (5.0 if quick else 300.0)
 
+    from auditflow.settings import Settings
     from evidence_graph import NetworkxGraphStore
     from evidence_graph.neo4j_store import Neo4jGraphStore
 
     boot = startup(args.startup_repeats or (2 if quick else 5))
     events, accounts = make_events(edges, args.seed)
     namespace = f"bench_{os.getpid()}"
-    store = Neo4jGraphStore(namespace=namespace)
+    settings = Settings()  # AUDITFLOW_NEO4J_URI and its credentials (deploy/services env)
+    store = Neo4jGraphStore(settings.neo4j_uri, namespace=namespace, **settings.neo4j_auth)
     log(f"[neo4j] {store!r}")
     try:
         written, w_s, created, partial = neo4j_write(store, events, args.neo4j_budget)

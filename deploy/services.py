@@ -7,11 +7,18 @@
     deploy/services env                              shell `export` lines for the client settings
     deploy/services connector-jar                    path of Flink's Kafka connector jar (fetched)
 
-Services (no Docker; one JVM each, Flink has two):
-  kafka  Apache Kafka 4.1 single-node KRaft broker+controller, 127.0.0.1:9092 (controller 9093)
-  neo4j  Neo4j 5.26 Community (embedded DBMS + Bolt), bolt://127.0.0.1:7687, auth disabled
+Services (no Docker; one JVM each, Flink has two), every listener on 127.0.0.1 only:
+  kafka  Apache Kafka 4.1 single-node KRaft broker+controller, 127.0.0.1:9092 (controller 9093),
+         PLAINTEXT without authentication (loopback only; see deploy/README.md for production)
+  neo4j  Neo4j 5.26 Community (embedded DBMS + Bolt), bolt://127.0.0.1:7687, HTTP off,
+         authentication ON: user `neo4j` with a password generated on first use (`secrets`)
+         into $AUDITFLOW_VAR/neo4j/auth/password (mode 0600) and set before the server starts
+         (neo4j-admin set-initial-password; also upgrades a store that ran with auth disabled)
   flink  Flink 2.2 standalone session cluster from the pip `apache-flink` package
-         (JobManager + TaskManager), REST http://127.0.0.1:8081
+         (JobManager + TaskManager), REST http://127.0.0.1:8081, web submission off
+         (no /jars upload or run; jobs are submitted with `flink run`, i.e. POST /jobs)
+
+`env` prints the password file's path (AUDITFLOW_NEO4J_PASSWORD_FILE), never the password.
 
 State lives under $AUDITFLOW_VAR (default <repo>/var): data, logs, pid files, generated config.
 Jar sets are resolved once by Maven into <repo>/.cache/deploy (override: AUDITFLOW_DEPLOY_CACHE)
@@ -30,6 +37,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -55,6 +63,7 @@ HOST = "127.0.0.1"
 KAFKA_PORT = 9092
 KAFKA_CONTROLLER_PORT = 9093
 NEO4J_BOLT_PORT = 7687
+NEO4J_USER = "neo4j"  # the initial admin user of Neo4j Community (the only one it has)
 FLINK_REST_PORT = 8081
 FLINK_RPC_PORT = 6123
 
@@ -584,9 +593,40 @@ class Kafka(Service):
 
 # ---------------------------------------- Neo4j -------------------------------------------
 
+def neo4j_password_file() -> Path:
+    return VAR / "neo4j" / "auth" / "password"
+
+
+def ensure_neo4j_password() -> Path:
+    """The Neo4j password file, generated once (mode 0600 in a 0700 folder): 256 random bits.
+
+    Written before the server first starts with it (the server applies it to a new store, or to
+    one whose `neo4j` user still has the default password, as a store that ran with auth off has).
+    """
+    path = neo4j_password_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    if path.is_file():
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+            info(f"neo4j: {path} was readable by others; now mode 0600")
+        if not path.read_text().strip():
+            raise DeployError(f"neo4j: password file {path} is empty: delete it (a new one is generated) "
+                              "and, if the store already has a password, reset the store (rm -rf var/neo4j)")
+        return path
+    tmp = path.with_name(f".password.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(32) + "\n")
+    os.replace(tmp, path)
+    info(f"neo4j: generated a password for user {NEO4J_USER!r} in {path} (mode 0600)")
+    return path
+
+
 class Neo4j(Service):
     def __init__(self) -> None:
         self.home = VAR / "neo4j"
+        self.password_file = neo4j_password_file()
         self.classes = CACHE / "neo4j" / "classes"
         self.source = DEPLOY / "neo4j" / "Neo4jServer.java"
         super().__init__(
@@ -620,6 +660,7 @@ class Neo4j(Service):
         check_java()
         NEO4J_JARS.ensure()
         self.home.mkdir(parents=True, exist_ok=True)
+        ensure_neo4j_password()
         self._compiled = self.compiled()
 
     def launch(self, daemon: Daemon) -> None:
@@ -631,22 +672,43 @@ class Neo4j(Service):
             main = str(self.source)
         cmd = [str(java_bin()), "-Xms256m", f"-Xmx{NEO4J_HEAP}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                *NEO4J_JVM_FLAGS, "-cp", cp, main, str(self.home), f"{HOST}:{NEO4J_BOLT_PORT}",
-               str(NEO4J_PAGECACHE_BYTES), "false"]
+               str(NEO4J_PAGECACHE_BYTES), "true", str(self.password_file)]
         spawn(cmd, LOG / "neo4j.out", daemon.pidfile, cwd=self.home)
 
     def health(self) -> Health:
+        """RETURN 1 as `neo4j` with the password file's password, and a refusal without it."""
         if not port_open(NEO4J_BOLT_PORT):
             return Health(False, f"{NEO4J_URI} not accepting connections")
         logging.getLogger("neo4j").setLevel(logging.CRITICAL)
         import neo4j
+        from neo4j.exceptions import AuthError
         try:
-            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=None, connection_timeout=5.0) as driver:
+            password = self.password_file.read_text().strip()
+        except OSError as e:
+            return Health(False, f"no password file ({e}); `deploy/services up neo4j` writes it")
+        try:
+            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=(NEO4J_USER, password), connection_timeout=5.0) as driver:
                 with driver.session(database="neo4j") as session:
                     value = session.run("RETURN 1 AS ok").single(strict=True)["ok"]
                 agent = driver.get_server_info().agent
+        except AuthError as e:
+            return Health(False, f"user {NEO4J_USER!r} refused with the password in {self.password_file} "
+                                 f"({e.message}); the store's password is another one: reset the store "
+                                 f"(down neo4j, rm -rf {self.home}, up neo4j) or put that password in the file")
         except Exception as e:  # noqa: BLE001
             return Health(False, f"RETURN 1: {type(e).__name__}: {e}")
-        return Health(value == 1, f"RETURN 1 ok ({agent})")
+        try:
+            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=None, connection_timeout=5.0) as driver:
+                driver.verify_connectivity()
+        except AuthError:
+            pass  # as it must: no password, no access
+        except Exception as e:  # noqa: BLE001
+            return Health(False, f"connection without credentials: {type(e).__name__}: {e}")
+        else:
+            return Health(False, "authentication is DISABLED on this server (started by an older "
+                                 "deploy/services?): restart it with `deploy/services down neo4j && "
+                                 "deploy/services up neo4j`")
+        return Health(value == 1, f"RETURN 1 ok as {NEO4J_USER!r}, refused without credentials ({agent})")
 
 
 # ---------------------------------------- Flink -------------------------------------------
@@ -717,6 +779,9 @@ class Flink(Service):
             "rest.address": HOST,
             "rest.bind-address": HOST,
             "rest.port": FLINK_REST_PORT,
+            # No jar upload/run through the REST API or web UI (/jars/*): anyone who can reach the
+            # port could run code on the cluster. `flink run` submits a JobGraph (POST /jobs).
+            "web.submit.enable": False,
             # Python UDF workers (TaskManager) and the `flink run -py` driver (client).
             "python.executable": PYTHON,
             "python.client.executable": PYTHON,
@@ -921,7 +986,12 @@ def locked_connector_jar() -> Path:
 def cmd_env() -> int:
     jar = locked_connector_jar()
     flink = flink_home()
+    password_file = neo4j_password_file()  # the path is printed, never the password
+    if not password_file.is_file():  # generated here when `up` has not run yet
+        with state_lock():
+            ensure_neo4j_password()
     for k, v in [("AUDITFLOW_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP), ("AUDITFLOW_NEO4J_URI", NEO4J_URI),
+                 ("AUDITFLOW_NEO4J_USER", NEO4J_USER), ("AUDITFLOW_NEO4J_PASSWORD_FILE", str(password_file)),
                  ("AUDITFLOW_FLINK_REST", FLINK_REST), ("AUDITFLOW_FLINK_KAFKA_JAR", str(jar)),
                  ("FLINK_HOME", str(flink)), ("AUDITFLOW_FLINK_CONF_DIR", str(Flink().conf))]:
         print(f"export {k}={shell_quote(v)}")

@@ -21,8 +21,15 @@ Schema (created at start, idempotently)::
 A ``namespace`` suffixes the label and relationship type (``Account_ns``, ``TX_ns``) so several
 independent graphs (tests, experiments) can share one server; :meth:`Neo4jGraphStore.drop`
 removes one. The URI is the caller's (the app passes ``Settings.neo4j_uri`` / ``graph_url``;
-this module reads no environment), else ``bolt://127.0.0.1:7687``; ``user=None`` connects
-without authentication.
+this module reads no environment), else ``bolt://127.0.0.1:7687``.
+
+Authentication: a ``password`` or a ``password_file`` (read when the store opens, e.g. in a Flink
+UDF's ``open()`` on the TaskManager, so code that ships a store's options ships a path, never the
+secret); ``user`` defaults to ``neo4j`` when either is given; with neither and ``user=None`` the
+store connects without credentials. A refusal is a :class:`GraphAuthError` naming the server,
+the user, where the password came from and the settings that give it -- never the password.
+A pickled store (it reconnects when unpickled) carries what it was given: the file's path, or
+the password itself when it was given one.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from neo4j.exceptions import ClientError, ConstraintError
 
 from auditflow.errors import FieldError
 from auditflow.money import Money
+from auditflow.secret_file import read_secret_file
 from auditflow.records import TransactionEvent, epoch_minutes, from_epoch_minutes
 from evidence_graph.store import (
     Direction,
@@ -46,6 +54,9 @@ from evidence_graph.store import (
 )
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
+DEFAULT_USER = "neo4j"
+#: Where the app's settings take the credentials from (named in errors; this module reads none).
+PASSWORD_SETTINGS = "AUDITFLOW_NEO4J_PASSWORD_FILE (the file `deploy/services env` names) or AUDITFLOW_NEO4J_PASSWORD"
 WRITE_BATCH = 1_000
 FRONTIER_BATCH = 500
 _INT64 = 2**63 - 1
@@ -93,6 +104,10 @@ def _edge(rec: Mapping[str, Any]) -> GraphEdge:
     )
 
 
+class GraphAuthError(PermissionError):
+    """The Neo4j server refused the connection's credentials (or their absence)."""
+
+
 class Neo4jGraphStore(GraphStore):
     """Graph store on a Neo4j 5 server (see the module docstring for the schema)."""
 
@@ -105,6 +120,7 @@ class Neo4jGraphStore(GraphStore):
         password: str | None = None,
         database: str | None = None,
         *,
+        password_file: str | None = None,
         namespace: str = "",
         write_batch: int = WRITE_BATCH,
     ) -> None:
@@ -112,9 +128,16 @@ class Neo4jGraphStore(GraphStore):
             raise ValueError(f"namespace={namespace!r}: expected letters, digits and _ (max 48)")
         if write_batch < 1:
             raise ValueError(f"write_batch={write_batch!r}: expected a positive int")
+        if password is not None and password_file is not None:
+            raise ValueError("Neo4jGraphStore: give password or password_file, not both")
         self.uri = uri or DEFAULT_URI
+        self._password = password  # kept for pickling only when given directly
+        self._password_file = None if password_file is None else str(password_file)
+        if self._password_file is not None:
+            password = read_secret_file(self._password_file)  # SecretFileError naming the file
+        if password is not None and user is None:
+            user = DEFAULT_USER
         self.user = user
-        self._password = password
         self.database = database
         self.namespace = namespace
         self.write_batch = write_batch
@@ -126,7 +149,10 @@ class Neo4jGraphStore(GraphStore):
         self._driver = neo4j.GraphDatabase.driver(self.uri, auth=auth)
         self._closed = False
         try:
-            self._driver.verify_connectivity()
+            try:
+                self._driver.verify_connectivity()
+            except neo4j.exceptions.AuthError as e:
+                raise self._auth_error(e, given=bool(password)) from e
             self._ensure_schema()
         except BaseException:
             self._driver.close()
@@ -149,6 +175,18 @@ class Neo4jGraphStore(GraphStore):
         )
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _auth_error(self, e: neo4j.exceptions.AuthError, *, given: bool) -> GraphAuthError:
+        said = f" (server: {e.message})" if getattr(e, "message", None) else ""
+        if not given:
+            return GraphAuthError(
+                f"Neo4j at {self.uri} requires authentication and no password was given: "
+                f"set {PASSWORD_SETTINGS}{said}")
+        source = (f"from the file {self._password_file}" if self._password_file is not None
+                  else "given directly (AUDITFLOW_NEO4J_PASSWORD)")
+        return GraphAuthError(
+            f"Neo4j at {self.uri} refused user {self.user!r} with the password {source}: wrong user "
+            f"or password (settings: AUDITFLOW_NEO4J_USER, {PASSWORD_SETTINGS}){said}")
 
     def _run(self, query: str, read: bool = False, **params: Any) -> Any:
         if self._closed:
@@ -277,6 +315,7 @@ class Neo4jGraphStore(GraphStore):
             "uri": self.uri,
             "user": self.user,
             "password": self._password,
+            "password_file": self._password_file,
             "database": self.database,
             "namespace": self.namespace,
             "write_batch": self.write_batch,
@@ -288,6 +327,7 @@ class Neo4jGraphStore(GraphStore):
             state["user"],
             state["password"],
             state["database"],
+            password_file=state.get("password_file"),
             namespace=state["namespace"],
             write_batch=state["write_batch"],
         )

@@ -70,6 +70,7 @@ class StreamSpec:
 
     scorer_factory: ScorerFactory
     graph_url: str | None = None  # None: the job writes no graph
+    # open_store options; pickled into the job graph, so secrets by reference only (password_file)
     graph_options: dict = field(default_factory=dict)
     parallelism: int = 1
     out_of_orderness_ms: int = DEFAULT_OUT_OF_ORDERNESS_MS
@@ -208,8 +209,15 @@ def _graph_udf(spec: StreamSpec):
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
 
+    if "password" in spec.graph_options:
+        raise ValueError("StreamSpec.graph_options holds a password, which would be pickled into the job graph: "
+                         "give password_file (a path the TaskManagers can read) instead")
+
     class GraphWrite(ScalarFunction):
-        """Writes each Arrow batch of events to the graph store (idempotent on event id)."""
+        """Writes each Arrow batch of events to the graph store (idempotent on event id).
+
+        Carries the store's URL and options only: a ``password_file`` is read in ``open()``, on
+        the TaskManager, so the password is never part of the pickled function."""
 
         def __init__(self, url, options):
             self.url, self.options = url, options

@@ -80,9 +80,10 @@ def consume_at(bootstrap: str, topic: str, partition: int, offset: int, deadline
         consumer.close()
 
 
-def neo4j_driver(uri: str):
+def neo4j_driver(uri: str, password_file: str | Path):
+    """A driver as user neo4j with the password deploy/services generated (auth is on)."""
     import neo4j
-    return neo4j.GraphDatabase.driver(uri, auth=None)
+    return neo4j.GraphDatabase.driver(uri, auth=("neo4j", Path(password_file).read_text().strip()))
 
 
 def rest(url: str):
@@ -96,6 +97,10 @@ def rest(url: str):
 def test_env_prints_client_settings(settings):
     assert settings["AUDITFLOW_KAFKA_BOOTSTRAP"] == "127.0.0.1:9092"
     assert settings["AUDITFLOW_NEO4J_URI"] == "bolt://127.0.0.1:7687"
+    assert settings["AUDITFLOW_NEO4J_USER"] == "neo4j"
+    password_file = Path(settings["AUDITFLOW_NEO4J_PASSWORD_FILE"])  # the path, not the password
+    assert password_file.is_absolute() and password_file.is_file(), password_file
+    assert "AUDITFLOW_NEO4J_PASSWORD" not in settings
     assert settings["AUDITFLOW_FLINK_REST"] == "http://127.0.0.1:8081"
     jar = Path(settings["AUDITFLOW_FLINK_KAFKA_JAR"])
     assert jar.is_absolute() and jar.is_file(), jar
@@ -144,7 +149,7 @@ def test_kafka_topic_with_3_partitions_and_round_trip(settings):
 
 def test_neo4j_return_1_and_write_read(settings):
     node_id = f"deploy-test-{uuid.uuid4().hex[:8]}"
-    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"]) as driver:
+    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"], settings["AUDITFLOW_NEO4J_PASSWORD_FILE"]) as driver:
         records, _, _ = driver.execute_query("RETURN 1 AS ok")
         assert records[0]["ok"] == 1
         try:
@@ -231,7 +236,8 @@ def private_instance(tmp_path):
                               text=True, timeout=timeout, env=env, cwd=REPO)
 
     try:
-        yield {"run": run, "bootstrap": f"127.0.0.1:{kafka}", "uri": f"bolt://127.0.0.1:{bolt}"}
+        yield {"run": run, "bootstrap": f"127.0.0.1:{kafka}", "uri": f"bolt://127.0.0.1:{bolt}",
+               "password_file": tmp_path / "var" / "neo4j" / "auth" / "password"}
     finally:
         down = run("down")
         assert down.returncode == 0, down.stdout + down.stderr
@@ -243,6 +249,7 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
     from kafka.admin import NewTopic
     run = private_instance["run"]
     bootstrap, uri = private_instance["bootstrap"], private_instance["uri"]
+    password_file = private_instance["password_file"]
     shared_before = shared_pids()
     tag = uuid.uuid4().hex[:8]
     topic, node_id = f"deploy-restart-{tag}", f"deploy-restart-{tag}"
@@ -256,7 +263,7 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
     finally:
         admin.close()
     meta = produce_one(bootstrap, topic, b"k", b"before-restart")
-    with neo4j_driver(uri) as driver:
+    with neo4j_driver(uri, password_file) as driver:
         driver.execute_query("CREATE (:DeployTest {id: $id, v: 7})", id=node_id)
 
     down = run("down")
@@ -269,6 +276,7 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
 
     up = run("up")
     assert up.returncode == 0, up.stderr
+    assert "generated a password" not in up.stderr  # the store keeps the password of the first up
     admin = kafka_admin(bootstrap)
     try:
         assert topic in admin.list_topics()
@@ -278,7 +286,7 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
         admin.close()
     rec = consume_at(bootstrap, topic, meta.partition, meta.offset)
     assert rec.value == b"before-restart"
-    with neo4j_driver(uri) as driver:
+    with neo4j_driver(uri, password_file) as driver:
         records, _, _ = driver.execute_query("MATCH (n:DeployTest {id: $id}) RETURN n.v AS v", id=node_id)
         assert [r["v"] for r in records] == [7]
 
@@ -288,7 +296,7 @@ def test_restart_keeps_neo4j_node_and_kafka_topic(settings, private_instance):
         assert topic not in admin.list_topics()
     finally:
         admin.close()
-    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"]) as driver:
+    with neo4j_driver(settings["AUDITFLOW_NEO4J_URI"], settings["AUDITFLOW_NEO4J_PASSWORD_FILE"]) as driver:
         records, _, _ = driver.execute_query("MATCH (n:DeployTest {id: $id}) RETURN n", id=node_id)
         assert records == []
     assert shared_pids() == shared_before

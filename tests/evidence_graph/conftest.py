@@ -1,5 +1,6 @@
 """Graph backends for the conformance suite: embedded in memory, embedded on a file, and Neo4j
-(against the server ``deploy/services up neo4j`` starts: see ``services`` in tests/conftest.py)."""
+(against the server ``deploy/services up neo4j`` starts: see ``services`` in tests/conftest.py;
+its address and credentials come from the settings, as ``deploy/services env`` prints them)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ from evidence_graph import GraphStore, NetworkxGraphStore
 needs_neo4j = pytest.mark.services("neo4j")
 
 
-def new_neo4j_store() -> GraphStore:
+def open_neo4j_store(namespace: str) -> GraphStore:
+    """A store on the settings' Neo4j server (URI and credentials) in ``namespace``."""
+    from auditflow.settings import Settings
     from evidence_graph.neo4j_store import Neo4jGraphStore
 
-    return Neo4jGraphStore(namespace="t" + uuid.uuid4().hex[:16])
+    s = Settings()
+    return Neo4jGraphStore(s.neo4j_uri, namespace=namespace, **s.neo4j_auth)
+
+
+def new_neo4j_store() -> GraphStore:
+    return open_neo4j_store("t" + uuid.uuid4().hex[:16])
 
 
 class Backend:
@@ -58,10 +66,8 @@ class Backend:
         for store in self._made:
             store.close()
         if self.kind == "neo4j":
-            from evidence_graph.neo4j_store import Neo4jGraphStore
-
             for ns in sorted({s.namespace for s in self._made}):  # type: ignore[attr-defined]
-                with Neo4jGraphStore(namespace=ns) as s:
+                with open_neo4j_store(ns) as s:
                     s.drop()
 
 

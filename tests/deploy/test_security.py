@@ -1,0 +1,246 @@
+"""Secure by default, on the servers deploy/services starts: every listening socket of Kafka,
+Neo4j and both Flink daemons is on loopback; Flink's REST API refuses jar uploads (jobs still go
+in through POST /jobs: the ``flink run`` test in test_services.py); Neo4j's password lives in a
+0600 file whose path, never the password, ``deploy/services env`` prints; and a Neo4j store that
+ran with authentication off gets the generated password on its next start, data kept.
+
+Sockets are read from /proc (the kernel's tables, owners matched by socket inode), so the check
+needs neither ``ss`` nor psutil; it sees the processes of this user, which the servers are.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = REPO / "deploy" / "services"
+PRIVATE = Path(__file__).resolve().parent / "private_services.py"
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp{,6}
+
+
+def services(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SERVICES), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "AUDITFLOW_PYTHON": sys.executable})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp{,6} writes it: 32-bit words in host (little-endian) order."""
+    raw = bytes.fromhex(hex_addr)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(words)
+
+
+def listening_sockets() -> dict[int, tuple[str, int]]:
+    """Socket inode -> (address, port) of every listening TCP socket (IPv4 and IPv6)."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            next(fh)
+            for line in fh:
+                f = line.split()
+                if f[3] != LISTEN:
+                    continue
+                addr, port = f[1].rsplit(":", 1)
+                out[int(f[9])] = (str(_proc_address(addr)), int(port, 16))
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        fds = list(fd_dir.iterdir())
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        m = re.fullmatch(r"socket:\[(\d+)\]", target)
+        if m:
+            inodes.add(int(m.group(1)))
+    return inodes
+
+
+def process_tree(pid: int) -> set[int]:
+    """pid and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    tree, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in tree:
+            tree.add(p)
+            todo.extend(children.get(p, []))
+    return tree
+
+
+def owner_of(port: int, sockets: dict[int, tuple[str, int]]) -> int:
+    """The pid listening on a loopback-reachable port."""
+    wanted = {inode for inode, (_, p) in sockets.items() if p == port}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and socket_inodes(int(d.name)) & wanted:
+            return int(d.name)
+    raise AssertionError(f"no process of this user listens on port {port}")
+
+
+def is_loopback(addr: str) -> bool:
+    ip = ipaddress.ip_address(addr)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def rest(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    try:
+        with opener.open(req, timeout=15) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _settings():
+    from auditflow.settings import Settings
+
+    return Settings()
+
+
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.services("kafka", "neo4j", "flink")
+def test_every_server_listens_on_loopback_only():
+    s = _settings()
+    kafka_port = int(s.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
+    bolt_port = int(s.neo4j_uri.rsplit(":", 1)[1])
+    rest_port = int(s.flink_rest.rstrip("/").rsplit(":", 1)[1])
+    status, body = rest(f"{s.flink_rest.rstrip('/')}/taskmanagers")
+    assert status == 200, body
+    tms = json.loads(body)["taskmanagers"]
+    assert tms, "no TaskManager registered"
+    sockets = listening_sockets()
+    servers = {"kafka": owner_of(kafka_port, sockets), "neo4j": owner_of(bolt_port, sockets),
+               "flink jobmanager": owner_of(rest_port, sockets)}
+    for i, tm in enumerate(tms):
+        servers[f"flink taskmanager {i}"] = owner_of(int(tm["dataPort"]), sockets)
+    seen: dict[str, list[tuple[str, int]]] = {}
+    for name, pid in servers.items():
+        inodes = set().union(*(socket_inodes(p) for p in process_tree(pid)))
+        seen[name] = sorted(sockets[i] for i in inodes if i in sockets)
+    exposed = {name: [a for a in addrs if not is_loopback(a[0])] for name, addrs in seen.items()}
+    assert not any(exposed.values()), f"listening beyond loopback: {exposed} (all: {seen})"
+    # the check saw the servers' known listeners (it would pass vacuously otherwise)
+    assert kafka_port in {p for _, p in seen["kafka"]} and len(seen["kafka"]) >= 2  # + KRaft controller
+    assert bolt_port in {p for _, p in seen["neo4j"]}
+    assert rest_port in {p for _, p in seen["flink jobmanager"]} and len(seen["flink jobmanager"]) >= 3  # + RPC, blob
+    assert all(len(seen[n]) >= 2 for n in servers if n.startswith("flink taskmanager"))  # RPC + data
+
+
+@pytest.mark.services("flink")
+def test_flink_refuses_jar_uploads():
+    base = _settings().flink_rest.rstrip("/")
+    boundary = uuid.uuid4().hex
+    jar = b"PK\x05\x06" + b"\0" * 18  # an empty zip: a well-formed upload
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"jarfile\"; filename=\"x.jar\"\r\n"
+            f"Content-Type: application/x-java-archive\r\n\r\n").encode() + jar + f"\r\n--{boundary}--\r\n".encode()
+    status, answer = rest(f"{base}/jars/upload", data=body,
+                          headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status in (400, 404, 405), (status, answer)
+    status, _ = rest(f"{base}/jars")
+    assert status == 404  # no jar listing (or running) handler at all
+    status, config = rest(f"{base}/config")
+    assert status == 200 and json.loads(config)["features"]["web-submit"] is False
+    status, jobs = rest(f"{base}/jobs/overview")  # the REST API itself still answers
+    assert status == 200 and "jobs" in json.loads(jobs)
+
+
+@pytest.mark.services("neo4j")
+def test_env_prints_the_password_file_and_never_the_password():
+    res = services("env", timeout=900)
+    assert res.returncode == 0, res.stderr
+    found = dict(re.findall(r"^export (\w+)=(.*)$", res.stdout, re.M))
+    path = Path(found["AUDITFLOW_NEO4J_PASSWORD_FILE"].strip("'"))
+    password = path.read_text().strip()
+    assert len(password) >= 32
+    assert password not in res.stdout and password not in res.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.services()
+def test_a_store_that_ran_without_auth_gets_the_password_and_keeps_its_data(tmp_path):
+    """The upgrade path of the shared instance: a store from the deploy/services that ran Neo4j
+    with auth disabled, then `up` with this one; then a plain restart. Its own Neo4j only."""
+    import neo4j
+
+    bolt = free_port()
+    var = tmp_path / "var"
+    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable, "AUDITFLOW_VAR": str(var),
+           "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt), "AUDITFLOW_NEO4J_HEAP": "512m"}
+    env.pop("AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH", None)
+    uri = f"bolt://127.0.0.1:{bolt}"
+    password_file = var / "neo4j" / "auth" / "password"
+
+    def run(cmd: str, legacy: bool = False) -> subprocess.CompletedProcess:
+        e = {**env, "AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH": "1"} if legacy else env
+        res = subprocess.run([sys.executable, str(PRIVATE), cmd, "neo4j"], capture_output=True, text=True,
+                             timeout=600, env=e)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res
+
+    try:
+        run("up", legacy=True)
+        assert not password_file.exists()
+        with neo4j.GraphDatabase.driver(uri, auth=None) as driver:  # auth off: anyone may write
+            driver.execute_query("CREATE (:DeployTest {id: 'written-without-auth', v: 1})")
+        run("down", legacy=True)
+
+        up = run("up")
+        assert "generated a password" in up.stderr and "healthy" in up.stderr, up.stderr
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        password = password_file.read_text().strip()
+        with neo4j.GraphDatabase.driver(uri, auth=None) as driver:
+            with pytest.raises(neo4j.exceptions.AuthError):
+                driver.verify_connectivity()
+        with neo4j.GraphDatabase.driver(uri, auth=("neo4j", password)) as driver:
+            records, _, _ = driver.execute_query("MATCH (n:DeployTest) RETURN n.id AS id, n.v AS v")
+            assert [(r["id"], r["v"]) for r in records] == [("written-without-auth", 1)]
+        run("down")
+
+        up = run("up")  # a restart: same password, nothing regenerated
+        assert "generated a password" not in up.stderr, up.stderr
+        assert password_file.read_text().strip() == password
+        with neo4j.GraphDatabase.driver(uri, auth=("neo4j", password)) as driver:
+            records, _, _ = driver.execute_query("MATCH (n:DeployTest) RETURN count(n) AS n")
+            assert records[0]["n"] == 1
+    finally:
+        subprocess.run([sys.executable, str(PRIVATE), "down", "neo4j"], capture_output=True, text=True,
+                       timeout=600, env=env)
