@@ -733,6 +733,96 @@ def site_packages() -> str:
     return out.stdout.strip()
 
 
+# Beam's gRPC servers for Python workers (control, data, state, logging, artifacts, provisioning:
+# a set per Python worker, while a Python job runs on a TaskManager) announce a loopback URL but
+# bind every interface: ServerFactory$InetSocketAddressServerFactory.createServer calls
+# NettyServerBuilder.forPort(port). No Flink or Beam option changes that, so deploy/ ships a
+# copy of that one class, patched to call forAddress(the loopback InetSocketAddress it already
+# holds), in a jar that comes first on the cluster's classpath (FLINK_LIB_DIR, sorted by name;
+# org.apache.beam. is loaded parent-first). The patch is a same-length bytecode edit, checked
+# against the exact instructions it replaces: a flink-python whose class differs stops `up`.
+BEAM_SERVER_FACTORY = "org/apache/beam/sdk/fn/server/ServerFactory$InetSocketAddressServerFactory.class"
+BEAM_GRPC = "org/apache/beam/vendor/grpc/v1p60p1/io/grpc"
+LOOPBACK_GRPC_JAR = "0-auditflow-beam-grpc-loopback.jar"
+
+
+def _class_constants(data: bytes) -> tuple[list, int]:
+    """A class file's constant pool (index -> (tag, raw)) and the offset just after it."""
+    import struct
+
+    count = struct.unpack_from(">H", data, 8)[0]
+    pool: list = [None] * count
+    pos, i = 10, 1
+    while i < count:
+        tag = data[pos]
+        if tag == 1:
+            n = struct.unpack_from(">H", data, pos + 1)[0]
+            pool[i] = (1, data[pos + 3:pos + 3 + n].decode("utf-8", "surrogateescape"))
+            pos += 3 + n
+        elif tag in (7, 8, 16, 19, 20):
+            pool[i] = (tag, struct.unpack_from(">H", data, pos + 1))
+            pos += 3
+        elif tag == 15:
+            pool[i] = (tag, None)
+            pos += 4
+        elif tag in (3, 4, 9, 10, 11, 12, 17, 18):
+            pool[i] = (tag, struct.unpack_from(">HH", data, pos + 1))
+            pos += 5
+        elif tag in (5, 6):
+            pool[i] = (tag, None)
+            pos += 9
+            i += 1  # 8-byte constants take two slots
+        else:
+            raise DeployError(f"flink: unknown constant tag {tag} in {BEAM_SERVER_FACTORY}")
+        i += 1
+    return pool, pos
+
+
+def loopback_grpc_class(data: bytes) -> bytes:
+    """Beam's InetSocketAddressServerFactory with `forPort(address.getPort())` replaced by
+    `forAddress(address)` (+3 nops): its gRPC servers then bind the loopback address only."""
+    import struct
+
+    pool, end = _class_constants(data)
+
+    def utf8(i: int) -> str:
+        return pool[i][1]
+
+    def methodref(owner: str, name: str, desc: str) -> int:
+        for i, c in enumerate(pool):
+            if c and c[0] == 10:
+                cls, nat = c[1]
+                if utf8(pool[cls][1][0]) == owner and (utf8(pool[nat][1][0]), utf8(pool[nat][1][1])) == (name, desc):
+                    return i
+        raise DeployError(f"flink: {BEAM_SERVER_FACTORY} has no call to {owner}.{name}{desc}: this "
+                          f"flink-python is not the one deploy/ patches (see BEAM_SERVER_FACTORY)")
+
+    builder = f"{BEAM_GRPC}/netty/NettyServerBuilder"
+    get_port = methodref("java/net/InetSocketAddress", "getPort", "()I")
+    for_port = methodref(builder, "forPort", f"(I)L{builder};")
+    old = struct.pack(">BBHBH", 0x2B, 0xB6, get_port, 0xB8, for_port)  # aload_1 getPort forPort
+    if data.count(old) != 1:
+        raise DeployError(f"flink: {BEAM_SERVER_FACTORY}: expected one `forPort(address.getPort())`, "
+                          f"found {data.count(old)}")
+    n = len(pool)  # new constants: "forAddress", its descriptor, NameAndType, Methodref
+    name, desc = "forAddress".encode(), f"(Ljava/net/SocketAddress;)L{builder};".encode()
+    added = (struct.pack(">BH", 1, len(name)) + name + struct.pack(">BH", 1, len(desc)) + desc
+             + struct.pack(">BHH", 12, n, n + 1) + struct.pack(">BHH", 10, pool[for_port][1][0], n + 2))
+    new = struct.pack(">BBHBBB", 0x2B, 0xB8, n + 3, 0, 0, 0)  # aload_1 forAddress nop nop nop
+    out = data[:8] + struct.pack(">H", n + 4) + data[10:end] + added + data[end:]
+    return out.replace(old, new)
+
+
+def write_loopback_grpc_jar(flink_python_jar: Path, dest: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(flink_python_jar) as z:
+        original = z.read(BEAM_SERVER_FACTORY)
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: auditflow deploy/services\n")
+        z.writestr(BEAM_SERVER_FACTORY, loopback_grpc_class(original))
+
+
 class Flink(Service):
     IDENT = "auditflow"
 
@@ -803,12 +893,17 @@ class Flink(Service):
         return self.base / "lib"
 
     def write_lib_dir(self) -> None:
-        """pyflink's lib/ plus opt/flink-python, as links: the cluster's FLINK_LIB_DIR."""
+        """pyflink's lib/ plus opt/flink-python, as links, and first the jar with Beam's gRPC
+        server factory bound to loopback (see BEAM_SERVER_FACTORY): the cluster's FLINK_LIB_DIR."""
         tmp = self.lib_dir.with_name("lib.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        for jar in sorted((self.home / "lib").glob("*.jar")) + sorted((self.home / "opt").glob("flink-python-*.jar")):
+        python_jars = sorted((self.home / "opt").glob("flink-python-*.jar"))
+        for jar in sorted((self.home / "lib").glob("*.jar")) + python_jars:
             (tmp / jar.name).symlink_to(jar)
+        if len(python_jars) != 1:
+            raise DeployError(f"flink: expected one flink-python jar in {self.home / 'opt'}, found {python_jars}")
+        write_loopback_grpc_jar(python_jars[0], tmp / LOOPBACK_GRPC_JAR)
         shutil.rmtree(self.lib_dir, ignore_errors=True)
         tmp.rename(self.lib_dir)
 

@@ -1,16 +1,15 @@
 """Secure by default, on the servers deploy/services starts: every listening socket of Kafka,
-Neo4j and both Flink daemons is on loopback; Flink's REST API refuses jar uploads (jobs still go
+Neo4j and both Flink daemons is on loopback, idle and while a Python job runs (the gRPC servers a
+TaskManager opens for its Python workers: deploy/ patches Beam's to bind loopback); Flink's REST API refuses jar uploads (jobs still go
 in through POST /jobs: the ``flink run`` test in test_services.py); Neo4j's password lives in a
 0600 file whose path, never the password, ``deploy/services env`` prints; and a Neo4j store that
 ran with authentication off gets the generated password on its next start, data kept.
 
-Sockets are read from /proc (the kernel's tables, owners matched by socket inode), so the check
-needs neither ``ss`` nor psutil; it sees the processes of this user, which the servers are.
+Sockets are read from /proc (tests/deploy/sockets.py): neither ``ss`` nor psutil is needed.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -25,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.sockets import is_loopback, listeners_of, listening_sockets, owner_of
+
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "deploy" / "services"
 PRIVATE = Path(__file__).resolve().parent / "private_services.py"
-LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp{,6}
+PROBE_JOB = Path(__file__).resolve().parent / "listener_probe_job.py"
 
 
 def services(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -40,81 +41,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _proc_address(hex_addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """An address as /proc/net/tcp{,6} writes it: 32-bit words in host (little-endian) order."""
-    raw = bytes.fromhex(hex_addr)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return ipaddress.ip_address(words)
-
-
-def listening_sockets() -> dict[int, tuple[str, int]]:
-    """Socket inode -> (address, port) of every listening TCP socket (IPv4 and IPv6)."""
-    out = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as fh:
-            next(fh)
-            for line in fh:
-                f = line.split()
-                if f[3] != LISTEN:
-                    continue
-                addr, port = f[1].rsplit(":", 1)
-                out[int(f[9])] = (str(_proc_address(addr)), int(port, 16))
-    return out
-
-
-def socket_inodes(pid: int) -> set[int]:
-    inodes = set()
-    fd_dir = Path(f"/proc/{pid}/fd")
-    try:
-        fds = list(fd_dir.iterdir())
-    except OSError:
-        return inodes
-    for fd in fds:
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        m = re.fullmatch(r"socket:\[(\d+)\]", target)
-        if m:
-            inodes.add(int(m.group(1)))
-    return inodes
-
-
-def process_tree(pid: int) -> set[int]:
-    """pid and all its descendants."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    tree, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        if p not in tree:
-            tree.add(p)
-            todo.extend(children.get(p, []))
-    return tree
-
-
-def owner_of(port: int, sockets: dict[int, tuple[str, int]]) -> int:
-    """The pid listening on a loopback-reachable port."""
-    wanted = {inode for inode, (_, p) in sockets.items() if p == port}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and socket_inodes(int(d.name)) & wanted:
-            return int(d.name)
-    raise AssertionError(f"no process of this user listens on port {port}")
-
-
-def is_loopback(addr: str) -> bool:
-    ip = ipaddress.ip_address(addr)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
 
 
 def rest(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes]:
@@ -151,10 +77,7 @@ def test_every_server_listens_on_loopback_only():
                "flink jobmanager": owner_of(rest_port, sockets)}
     for i, tm in enumerate(tms):
         servers[f"flink taskmanager {i}"] = owner_of(int(tm["dataPort"]), sockets)
-    seen: dict[str, list[tuple[str, int]]] = {}
-    for name, pid in servers.items():
-        inodes = set().union(*(socket_inodes(p) for p in process_tree(pid)))
-        seen[name] = sorted(sockets[i] for i in inodes if i in sockets)
+    seen = {name: listeners_of(pid, sockets) for name, pid in servers.items()}
     exposed = {name: [a for a in addrs if not is_loopback(a[0])] for name, addrs in seen.items()}
     assert not any(exposed.values()), f"listening beyond loopback: {exposed} (all: {seen})"
     # the check saw the servers' known listeners (it would pass vacuously otherwise)
@@ -162,6 +85,32 @@ def test_every_server_listens_on_loopback_only():
     assert bolt_port in {p for _, p in seen["neo4j"]}
     assert rest_port in {p for _, p in seen["flink jobmanager"]} and len(seen["flink jobmanager"]) >= 3  # + RPC, blob
     assert all(len(seen[n]) >= 2 for n in servers if n.startswith("flink taskmanager"))  # RPC + data
+
+
+@pytest.mark.services("flink")
+def test_a_python_jobs_grpc_servers_on_the_taskmanager_listen_on_loopback_only():
+    """Seen from inside a running job: its Python worker lists its TaskManager's sockets."""
+    import pyflink
+
+    s = _settings()
+    if s.flink_conf_dir is None:
+        pytest.fail("AUDITFLOW_FLINK_CONF_DIR is not set: eval \"$(deploy/services env)\"")
+    flink_home = s.flink_home or Path(pyflink.__file__).resolve().parent
+    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_CONF_DIR": str(s.flink_conf_dir)}
+    env.pop("FLINK_ENV_JAVA_OPTS", None)
+    res = subprocess.run([str(flink_home / "bin" / "flink"), "run", "-pyexec", sys.executable, "-py", str(PROBE_JOB)],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    m = re.search(r"^LISTENER_PROBE (\{.*\})$", res.stdout, re.M)
+    assert m, out[-4000:]
+    probe = json.loads(m.group(1))
+    assert probe["taskmanager"], probe  # the worker found the TaskManager it descends from
+    listeners = [tuple(a) for a in probe["listeners"]]
+    # RPC, data and metrics ports, plus the Beam servers of the running worker (>= 3 of them)
+    assert len(listeners) >= 6, listeners
+    exposed = [a for a in listeners + [tuple(a) for a in probe["worker"]] if not is_loopback(a[0])]
+    assert not exposed, f"listening beyond loopback while a Python job runs: {exposed} (all: {listeners})"
 
 
 @pytest.mark.services("flink")
