@@ -383,6 +383,7 @@ class Daemon:
 class Health:
     ok: bool
     detail: str
+    final: bool = False  # not healthy, and waiting will not change that (up stops at once)
 
 
 @dataclass
@@ -443,6 +444,8 @@ class Service:
             last = self.health()
             if last.ok:
                 return last
+            if last.final:
+                raise DeployError(f"{self.name}: {last.detail}")
             time.sleep(1.0)
         raise DeployError(f"{self.name}: not healthy after {self.start_timeout:.0f}s ({last.detail}); "
                           f"see {', '.join(map(str, self.log_files()))}\n" + self.log_excerpt())
@@ -676,16 +679,31 @@ class Neo4j(Service):
         spawn(cmd, LOG / "neo4j.out", daemon.pidfile, cwd=self.home)
 
     def health(self) -> Health:
-        """RETURN 1 as `neo4j` with the password file's password, and a refusal without it."""
+        """A refusal without credentials, then RETURN 1 as `neo4j` with the password file's password.
+
+        A server that accepts a connection without credentials (one started by a deploy/services
+        from before authentication) or a running server without a password file is final: `up`
+        stops at once instead of waiting for what will not change."""
         if not port_open(NEO4J_BOLT_PORT):
             return Health(False, f"{NEO4J_URI} not accepting connections")
         logging.getLogger("neo4j").setLevel(logging.CRITICAL)
         import neo4j
         from neo4j.exceptions import AuthError
         try:
+            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=None, connection_timeout=5.0) as driver:
+                driver.verify_connectivity()
+        except AuthError:
+            pass  # as it must: no password, no access
+        except Exception as e:  # noqa: BLE001 - not up yet
+            return Health(False, f"connection without credentials: {type(e).__name__}: {e}")
+        else:
+            return Health(False, "authentication is DISABLED on this server (started by an older "
+                                 "deploy/services?): restart it with `deploy/services down neo4j && "
+                                 "deploy/services up neo4j`", final=True)
+        try:
             password = self.password_file.read_text().strip()
         except OSError as e:
-            return Health(False, f"no password file ({e}); `deploy/services up neo4j` writes it")
+            return Health(False, f"no password file ({e}) for this running server", final=True)
         try:
             with neo4j.GraphDatabase.driver(NEO4J_URI, auth=(NEO4J_USER, password), connection_timeout=5.0) as driver:
                 with driver.session(database="neo4j") as session:
@@ -697,18 +715,7 @@ class Neo4j(Service):
                                  f"(down neo4j, rm -rf {self.home}, up neo4j) or put that password in the file")
         except Exception as e:  # noqa: BLE001
             return Health(False, f"RETURN 1: {type(e).__name__}: {e}")
-        try:
-            with neo4j.GraphDatabase.driver(NEO4J_URI, auth=None, connection_timeout=5.0) as driver:
-                driver.verify_connectivity()
-        except AuthError:
-            pass  # as it must: no password, no access
-        except Exception as e:  # noqa: BLE001
-            return Health(False, f"connection without credentials: {type(e).__name__}: {e}")
-        else:
-            return Health(False, "authentication is DISABLED on this server (started by an older "
-                                 "deploy/services?): restart it with `deploy/services down neo4j && "
-                                 "deploy/services up neo4j`")
-        return Health(value == 1, f"RETURN 1 ok as {NEO4J_USER!r}, refused without credentials ({agent})")
+        return Health(value == 1, f"refused without credentials, RETURN 1 ok as {NEO4J_USER!r} ({agent})")
 
 
 # ---------------------------------------- Flink -------------------------------------------

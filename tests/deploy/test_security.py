@@ -158,11 +158,11 @@ def test_a_store_that_ran_without_auth_gets_the_password_and_keeps_its_data(tmp_
     uri = f"bolt://127.0.0.1:{bolt}"
     password_file = var / "neo4j" / "auth" / "password"
 
-    def run(cmd: str, legacy: bool = False) -> subprocess.CompletedProcess:
+    def run(cmd: str, legacy: bool = False, rc: int = 0) -> subprocess.CompletedProcess:
         e = {**env, "AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH": "1"} if legacy else env
         res = subprocess.run([sys.executable, str(PRIVATE), cmd, "neo4j"], capture_output=True, text=True,
                              timeout=600, env=e)
-        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.returncode == rc, res.stdout + res.stderr
         return res
 
     try:
@@ -170,7 +170,10 @@ def test_a_store_that_ran_without_auth_gets_the_password_and_keeps_its_data(tmp_
         assert not password_file.exists()
         with neo4j.GraphDatabase.driver(uri, auth=None) as driver:  # auth off: anyone may write
             driver.execute_query("CREATE (:DeployTest {id: 'written-without-auth', v: 1})")
-        run("down", legacy=True)
+        # `up` while the old server runs: it is not restarted behind the user's back, and says so
+        up = run("up", rc=1)
+        assert "already running" in up.stderr and "authentication is DISABLED" in up.stderr, up.stderr
+        run("down")
 
         up = run("up")
         assert "generated a password" in up.stderr and "healthy" in up.stderr, up.stderr
