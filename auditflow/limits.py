@@ -11,7 +11,7 @@ Stream features, graph features, evidence traces and typology detection all read
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 MINUTES_PER_HOUR = 60
 MINUTES_PER_DAY = 24 * MINUTES_PER_HOUR
@@ -59,3 +59,11 @@ DEFAULT_OUT_OF_ORDERNESS_MS = 60 * 60 * 1000
 #: A record whose event time plus this is at or behind the watermark is late: split off and
 #: counted, never applied out of order. Legs wait this long past the watermark before they apply.
 DEFAULT_ALLOWED_LATENESS_MS = 0
+
+# ---------------------------------------------------------------- plausible event times
+
+#: Event times ingestion accepts: from (inclusive) .. to (exclusive). A timestamp outside is a
+#: reject naming the field: a year-9999 record would otherwise push the stream job's watermark
+#: so far ahead that every later record is late. Wide enough for the public AMLworld data
+#: (2022-2023) and any realistic bank data; narrow it per deployment (settings).
+DEFAULT_EVENT_TIME_WINDOW: tuple[datetime, datetime] = (datetime(1970, 1, 1), datetime(2100, 1, 1))

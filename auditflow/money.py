@@ -7,12 +7,21 @@
 '0.02585200'
 >>> format_amount(parse_amount("3697.34", "US Dollar", field="Amount Paid"))
 '3697.34'
+
+Amounts are capped per currency (:data:`MAX_AMOUNT_DIGITS` digits before the point), so that
+integer units and the US-cent value always fit a signed 64-bit integer and ``usd_cents`` is exact:
+
+>>> MAX_AMOUNT_DIGITS["US Dollar"], MAX_AMOUNT_DIGITS["Euro"], MAX_AMOUNT_DIGITS["Bitcoin"]
+(16, 15, 10)
+>>> parse_amount("1" * 17, "US Dollar", field="Amount Paid")
+Traceback (most recent call last):
+auditflow.errors.FieldError: Amount Paid='11111111111111111': more than 16 digits before the decimal point for US Dollar (its units and US-cent value must fit a 64-bit integer)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from auditflow.errors import FieldError
 
@@ -41,7 +50,7 @@ CURRENCIES: dict[str, tuple[str, int]] = {
 def currency_scale(currency: str, *, field: str = "currency") -> int:
     try:
         return CURRENCIES[currency][1]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: not even hashable (decoded JSON)
         raise FieldError(field, currency, "unknown currency") from None
 
 
@@ -77,7 +86,7 @@ class Money:
     units: int
 
     def __post_init__(self) -> None:
-        if self.currency not in CURRENCIES:
+        if not isinstance(self.currency, str) or self.currency not in CURRENCIES:
             raise FieldError("currency", self.currency, "unknown currency")
         if not isinstance(self.units, int) or isinstance(self.units, bool):
             raise FieldError("units", self.units, "money units must be an int")
@@ -120,8 +129,11 @@ class Money:
 
 
 def parse_amount(text: str, currency: str, *, field: str) -> Money:
-    """Parse a decimal string exactly; reject precision beyond the currency's scale."""
+    """Parse a decimal string exactly; reject precision beyond the currency's scale and more
+    digits before the point than :data:`MAX_AMOUNT_DIGITS` allows for it."""
     scale = currency_scale(currency, field=field.replace("Amount", "Currency"))
+    if not isinstance(text, str):
+        raise FieldError(field, text, "expected the amount as a decimal string")
     raw = text.strip()
     if not raw:
         raise FieldError(field, text, "missing amount")
@@ -130,7 +142,11 @@ def parse_amount(text: str, currency: str, *, field: str) -> Money:
         digits = frac.rstrip("0")
         if len(digits) > scale:
             raise FieldError(field, text, f"more than {scale} decimals for {currency}")
-        return Money(currency, int(whole) * 10**scale + (int(digits.ljust(scale, "0")) if digits else 0))
+        whole = whole.lstrip("0")
+        if len(whole) > MAX_AMOUNT_DIGITS[currency]:
+            raise FieldError(field, text, f"more than {MAX_AMOUNT_DIGITS[currency]} digits before the decimal point "
+                                          f"for {currency} (its units and US-cent value must fit a 64-bit integer)")
+        return Money(currency, int(whole or "0") * 10**scale + (int(digits.ljust(scale, "0")) if digits else 0))
     if raw.startswith("-"):
         raise FieldError(field, text, "negative amount")
     raise FieldError(field, text, "not a plain decimal number (digits, optional point and decimals)")
@@ -167,6 +183,29 @@ USD_RATES: dict[str, Decimal] = {
 
 
 def usd_cents(m: Money) -> int:
-    """Exact conversion to integer US cents (banker's rounding)."""
+    """Exact conversion to integer US cents (banker's rounding); exact for every amount
+    :func:`parse_amount` accepts (at most :data:`MAX_UNIT_DIGITS` digits of units)."""
     usd = m.to_decimal() * USD_RATES[m.currency]
     return int((usd * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+
+#: Integer units and US-cent values have at most this many digits: they fit a signed 64-bit
+#: integer (2**63 - 1 has 19 digits) and the wire form's integers (auditflow.records).
+MAX_INTEGER_DIGITS = 18
+
+
+def _max_unit_digits(currency: str) -> int:
+    """The most digits of units every value of which has a US-cent value of at most
+    :data:`MAX_INTEGER_DIGITS` digits (computed exactly, in a context wide enough for it)."""
+    d = MAX_INTEGER_DIGITS
+    with localcontext(prec=60):
+        while d > 0 and usd_cents(Money(currency, 10**d - 1)) >= 10**MAX_INTEGER_DIGITS:
+            d -= 1
+    return d
+
+
+#: Per currency: the most digits its integer units may have (see :func:`_max_unit_digits`).
+MAX_UNIT_DIGITS: dict[str, int] = {c: _max_unit_digits(c) for c in CURRENCIES}
+#: Per currency: the most digits an amount may have before the decimal point (the cap
+#: :func:`parse_amount` enforces): ``MAX_UNIT_DIGITS`` less the currency's decimals.
+MAX_AMOUNT_DIGITS: dict[str, int] = {c: MAX_UNIT_DIGITS[c] - CURRENCIES[c][1] for c in CURRENCIES}

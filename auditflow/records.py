@@ -16,6 +16,8 @@ True
 
 from __future__ import annotations
 
+import base64
+import functools
 import hashlib
 import json
 import re
@@ -29,6 +31,112 @@ from auditflow.money import CURRENCIES, Money, format_amount, parse_amount
 SCHEMA_VERSION = 1
 EPOCH = datetime(1970, 1, 1)
 _TS = "%Y-%m-%dT%H:%M"
+_TS_WIRE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}")
+
+#: Bank, account and event ids: 1 to 64 of ``A-Z a-z 0-9 _ . : -`` (printable ASCII; no ``/``,
+#: the ``BANK/ACCOUNT`` separator of node ids, no ``,``, ``%``, whitespace or control characters).
+#: The public AMLworld data has decimal bank numbers with their leading zeros (``00220``, ``1``)
+#: and hex account numbers (``8000EBD30``); event ids are ``tx-`` and 16 hex digits.
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+ID_REASON = "expected 1 to 64 of A-Z a-z 0-9 _ . : - (no '/', whitespace or control characters)"
+
+
+def check_id(value: object, field_name: str) -> str:
+    """``value`` if it is an id by :data:`ID_PATTERN`; :class:`FieldError` naming the field otherwise.
+
+    >>> check_id("8000EBD30", "account")
+    '8000EBD30'
+    >>> check_id("01/0", "bank")
+    Traceback (most recent call last):
+    auditflow.errors.FieldError: bank='01/0': expected 1 to 64 of A-Z a-z 0-9 _ . : - (no '/', whitespace or control characters)
+    """
+    if type(value) is not str or ID_PATTERN.fullmatch(value) is None:
+        raise FieldError(field_name, value, ID_REASON)
+    return value
+
+
+def check_event_time(ts: datetime, window: tuple[datetime, datetime], field_name: str, text: object = None) -> datetime:
+    """``ts`` if ``window[0] <= ts < window[1]`` (the plausible event-time window, see
+    :data:`auditflow.limits.DEFAULT_EVENT_TIME_WINDOW`); :class:`FieldError` otherwise."""
+    start, end = window
+    if start <= ts < end:
+        return ts
+    raise FieldError(field_name, ts_to_wire(ts) if text is None else text,
+                     f"outside the plausible event-time window {ts_to_wire(start)} .. {ts_to_wire(end)} "
+                     "(from inclusive, to exclusive)")
+
+
+def parse_time_window(text: str) -> tuple[datetime, datetime]:
+    """``"FROM..TO"`` (each ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM``) -> (from, to): a plausible
+    event-time window, from inclusive, to exclusive; ``ValueError`` naming the text otherwise.
+
+    >>> parse_time_window("2022-01-01..2024-01-01T12:00")
+    (datetime.datetime(2022, 1, 1, 0, 0), datetime.datetime(2024, 1, 1, 12, 0))
+    """
+    start, sep, end = text.partition("..") if isinstance(text, str) else ("", "", "")
+    try:
+        if not sep:
+            raise ValueError("no '..'")
+        window = tuple(datetime.strptime(t.strip(), "%Y-%m-%dT%H:%M" if "T" in t else "%Y-%m-%d")
+                       for t in (start, end))
+    except ValueError as e:
+        raise ValueError(f"{text!r}: expected FROM..TO, each YYYY-MM-DD or YYYY-MM-DDTHH:MM ({e})") from None
+    if not window[0] < window[1]:
+        raise ValueError(f"{text!r}: FROM must be before TO")
+    return window  # type: ignore[return-value]
+
+
+def _excerpt(value: object, n: int = 80) -> object:
+    """The start of a long string or bytes value (for an error naming it), anything else as is."""
+    return value[:n] if isinstance(value, (str, bytes, bytearray)) else value
+
+
+#: What a malformed decoded document can raise inside a decoder besides FieldError.
+_DECODE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError, RecursionError)
+
+
+def _decoder(what: str):
+    """A decoder (``from_dict``/``from_json``) raises :class:`FieldError` on any malformed input,
+    never another exception: what its own checks do not name is reported against ``what``."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def decode(cls, *args, **kwargs):
+            try:
+                return fn(cls, *args, **kwargs)
+            except FieldError:
+                raise
+            except _DECODE_ERRORS as e:
+                raise FieldError(what, _excerpt(args[0] if args else None),
+                                 f"malformed {what}: {type(e).__name__}: {str(e)[:200]}") from None
+
+        return decode
+
+    return wrap
+
+
+def _load_json(text: object) -> Any:
+    """``json.loads`` of a document, or :class:`FieldError` (never ValueError, RecursionError...)."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise FieldError("value", _excerpt(text), "expected JSON text")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise FieldError("value", _excerpt(text), f"not JSON: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _field(d: dict[str, Any], name: str, typ: type) -> Any:
+    """``d[name]``, which must be of exactly type ``typ`` (so ``True`` is no int, ``"1"`` no bool)."""
+    try:
+        v = d[name]
+    except KeyError:
+        raise FieldError(name, None, "missing field") from None
+    if type(v) is not typ:
+        raise FieldError(name, _excerpt(v), f"expected a JSON {_JSON_TYPES.get(typ, typ.__name__)}")
+    return v
+
+
+_JSON_TYPES = {str: "string", int: "integer", bool: "boolean (true or false)", dict: "object", list: "array"}
 
 PAYMENT_FORMATS = ("Reinvestment", "Cheque", "ACH", "Credit Card", "Wire", "Cash", "Bitcoin")
 
@@ -48,19 +156,21 @@ def money_to_wire(m: Money) -> dict[str, str]:
 
 
 def money_from_wire(d: dict[str, str], field_name: str) -> Money:
-    if not isinstance(d, dict) or "amount" not in d or "currency" not in d:
-        raise FieldError(field_name, d, "expected {amount, currency}")
-    return parse_amount(str(d["amount"]), str(d["currency"]), field=field_name)
+    if type(d) is not dict or type(d.get("amount")) is not str or type(d.get("currency")) is not str:
+        raise FieldError(field_name, _excerpt(d), "expected {amount, currency} (both strings)")
+    return parse_amount(d["amount"], d["currency"], field=field_name)
 
 
 def ts_to_wire(ts: datetime) -> str:
-    return ts.strftime(_TS)
+    return f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}"  # 4-digit years (strftime: not below 1000)
 
 
 def ts_from_wire(text: str, field_name: str = "timestamp") -> datetime:
+    if type(text) is not str or _TS_WIRE_RE.fullmatch(text) is None:
+        raise FieldError(field_name, _excerpt(text), "expected YYYY-MM-DDTHH:MM")
     try:
         return datetime.strptime(text, _TS)
-    except (TypeError, ValueError):
+    except ValueError:
         raise FieldError(field_name, text, "expected YYYY-MM-DDTHH:MM") from None
 
 
@@ -88,15 +198,28 @@ class AccountRef:
     bank: str
     account: str
 
+    def __post_init__(self) -> None:
+        # ids by ID_PATTERN: no '/' in either part, so node ids never collide ('01/0'+'X' vs '01'+'0/X')
+        check_id(self.bank, "bank")
+        check_id(self.account, "account")
+
+    @classmethod
+    def _checked(cls, bank: str, account: str) -> AccountRef:
+        """An AccountRef of ids the caller has just checked (skips the second check)."""
+        ref = object.__new__(cls)
+        object.__setattr__(ref, "bank", bank)
+        object.__setattr__(ref, "account", account)
+        return ref
+
     @property
     def node_id(self) -> str:
         return f"{self.bank}/{self.account}"
 
     @classmethod
     def from_node_id(cls, node_id: str) -> AccountRef:
-        bank, sep, account = node_id.partition("/")
+        bank, sep, account = node_id.partition("/") if type(node_id) is str else ("", "", "")
         if not sep or not bank or not account:
-            raise FieldError("account", node_id, "expected BANK/ACCOUNT")
+            raise FieldError("account", _excerpt(node_id), "expected BANK/ACCOUNT")
         return cls(bank, account)
 
 
@@ -143,34 +266,35 @@ class TransactionEvent:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransactionEvent:
+        """Decode :meth:`to_dict` strictly: every field present with its JSON type (booleans are
+        ``true``/``false`` only, ids by :data:`ID_PATTERN`, amounts within their currency's cap);
+        :class:`FieldError` naming the field on anything else."""
+        if type(d) is not dict:
+            raise FieldError("value", _excerpt(d), "expected a JSON object")
         _check_schema(d, "transaction")
-        try:
-            fmt = d["payment_format"]
-            if fmt not in PAYMENT_FORMATS:
-                raise FieldError("payment_format", fmt, "unknown payment format")
-            return cls(
-                event_id=str(d["event_id"]),
-                timestamp=ts_from_wire(d["timestamp"]),
-                sender=AccountRef(str(d["from_bank"]), str(d["from_account"])),
-                receiver=AccountRef(str(d["to_bank"]), str(d["to_account"])),
-                amount_received=money_from_wire(d["amount_received"], "amount_received"),
-                amount_paid=money_from_wire(d["amount_paid"], "amount_paid"),
-                payment_format=fmt,
-                is_laundering=bool(d["is_laundering"]),
-                source_offset=int(d["source_offset"]),
-            )
-        except KeyError as e:
-            raise FieldError(str(e.args[0]), None, "missing field") from None
+        fmt = _field(d, "payment_format", str)
+        if fmt not in PAYMENT_FORMATS:
+            raise FieldError("payment_format", _excerpt(fmt), "unknown payment format")
+        offset = _field(d, "source_offset", int)
+        if not -_WIRE_INT_LIMIT < offset < _WIRE_INT_LIMIT:
+            raise FieldError("source_offset", offset, f"more than {_WIRE_INT_DIGITS} digits")
+        return cls(
+            event_id=check_id(_field(d, "event_id", str), "event_id"),
+            timestamp=ts_from_wire(_field(d, "timestamp", str)),
+            sender=AccountRef._checked(check_id(_field(d, "from_bank", str), "from_bank"),
+                                       check_id(_field(d, "from_account", str), "from_account")),
+            receiver=AccountRef._checked(check_id(_field(d, "to_bank", str), "to_bank"),
+                                         check_id(_field(d, "to_account", str), "to_account")),
+            amount_received=money_from_wire(_field(d, "amount_received", dict), "amount_received"),
+            amount_paid=money_from_wire(_field(d, "amount_paid", dict), "amount_paid"),
+            payment_format=fmt,
+            is_laundering=_field(d, "is_laundering", bool),
+            source_offset=offset,
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> TransactionEvent:
-        try:
-            d = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise FieldError("value", text[:80] if text else text, f"not JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise FieldError("value", d, "expected a JSON object")
-        return cls.from_dict(d)
+        return cls.from_dict(_load_json(text))
 
 
     # ------------------------------------------------------------------ the stream wire form
@@ -201,38 +325,54 @@ class TransactionEvent:
 
     @classmethod
     def from_wire(cls, text: str) -> TransactionEvent:
-        """Decode :meth:`to_wire`; a :class:`FieldError` names the first bad field."""
+        """Decode :meth:`to_wire`; a :class:`FieldError` names the first bad field.
+
+        The checks, in order (``Decode.java`` in the stream job makes the same ones, in the same
+        order, with the same field names and reasons): 16 fields, the tag; the integers (at most
+        18 digits: they fit a signed 64-bit integer); amounts and US cents not negative; currencies; payment format; label ``0``/``1``;
+        the event time within the years 1-9999 (:data:`WIRE_TS_MIN_MS` .. :data:`WIRE_TS_MAX_MS`;
+        the plausible-time window is the parser's, at ingestion); then the ids (:data:`ID_PATTERN`).
+        """
+        if type(text) is not str:
+            raise FieldError("value", _excerpt(text), f"expected the text of an {WIRE_TAG} wire record")
         parts = text.split(",")
         if len(parts) != len(WIRE_FIELDS) or parts[0] != WIRE_TAG:
             raise FieldError("value", text[:80], f"not an {WIRE_TAG} wire record of {len(WIRE_FIELDS)} fields")
-        d = dict(zip(WIRE_FIELDS, parts))
-
-        def integer(name: str) -> int:
-            v = d[name]
+        (_, event_id, ts_ms, offset, from_bank, from_acct, to_bank, to_acct, paid_units, paid_cur, recv_units,
+         recv_cur, paid_cents, recv_cents, fmt, label) = parts
+        ints: dict[str, int] = {}
+        for name, v in (("ts_ms", ts_ms), ("source_offset", offset), ("paid_units", paid_units),
+                        ("received_units", recv_units), ("paid_usd_cents", paid_cents),
+                        ("received_usd_cents", recv_cents)):
             if not _WIRE_INT.fullmatch(v):
                 raise FieldError(name, v, "expected an integer")
-            return int(v)
-
-        for name in ("ts_ms", "source_offset", "paid_units", "received_units", "paid_usd_cents", "received_usd_cents"):
-            integer(name)
-        for name in ("paid_currency", "received_currency"):
-            if d[name] not in CURRENCIES:
-                raise FieldError(name, d[name], "unknown currency")
-        fmt = d["payment_format"]
+            ints[name] = int(v)
+        for name, v in (("paid_units", paid_units), ("received_units", recv_units),
+                        ("paid_usd_cents", paid_cents), ("received_usd_cents", recv_cents)):
+            if ints[name] < 0:
+                raise FieldError(name, v, "negative amount")
+        for name, v in (("paid_currency", paid_cur), ("received_currency", recv_cur)):
+            if v not in CURRENCIES:
+                raise FieldError(name, v, "unknown currency")
         if fmt not in PAYMENT_FORMATS:
             raise FieldError("payment_format", fmt, "unknown payment format")
-        if d["is_laundering"] not in ("0", "1"):
-            raise FieldError("is_laundering", d["is_laundering"], "expected 0 or 1")
+        if label != "0" and label != "1":
+            raise FieldError("is_laundering", label, "expected 0 or 1")
+        if not WIRE_TS_MIN_MS <= ints["ts_ms"] <= WIRE_TS_MAX_MS:
+            raise FieldError("ts_ms", ts_ms, "outside the years 1-9999")
+        for name, v in (("event_id", event_id), ("from_bank", from_bank), ("from_account", from_acct),
+                        ("to_bank", to_bank), ("to_account", to_acct)):
+            check_id(v, name)
         return cls(
-            event_id=_wire_unescape(d["event_id"]),
-            timestamp=from_epoch_millis(integer("ts_ms")),
-            sender=AccountRef(_wire_unescape(d["from_bank"]), _wire_unescape(d["from_account"])),
-            receiver=AccountRef(_wire_unescape(d["to_bank"]), _wire_unescape(d["to_account"])),
-            amount_received=Money(d["received_currency"], integer("received_units")),
-            amount_paid=Money(d["paid_currency"], integer("paid_units")),
+            event_id=event_id,
+            timestamp=from_epoch_millis(ints["ts_ms"]),
+            sender=AccountRef._checked(from_bank, from_acct),
+            receiver=AccountRef._checked(to_bank, to_acct),
+            amount_received=Money(recv_cur, ints["received_units"]),
+            amount_paid=Money(paid_cur, ints["paid_units"]),
             payment_format=fmt,
-            is_laundering=d["is_laundering"] == "1",
-            source_offset=integer("source_offset"),
+            is_laundering=label == "1",
+            source_offset=ints["source_offset"],
         )
 
 
@@ -245,32 +385,131 @@ WIRE_FIELDS: tuple[str, ...] = (
 )
 
 
+_WIRE_INT_DIGITS = 18  # auditflow.money.MAX_INTEGER_DIGITS: fits a signed 64-bit integer
+_WIRE_INT_LIMIT = 10**_WIRE_INT_DIGITS
 _WIRE_INT = re.compile(r"-?[0-9]{1,18}")
+#: The event times the wire form carries: the years 1 to 9999 (what a ``datetime`` holds), in
+#: epoch milliseconds. ``Decode.java`` has the same two constants.
+WIRE_TS_MIN_MS = -62135596800000  # 0001-01-01T00:00:00.000
+WIRE_TS_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999
 
 
 def _wire_escape(text: str) -> str:
-    """Percent-escape what would break the comma-separated wire form (rare in bank data)."""
+    """Percent-escape what would break the comma-separated wire form. Valid ids (:data:`ID_PATTERN`)
+    never need it; an event built in code with another id is then refused by :meth:`from_wire`
+    naming that id, instead of its commas shifting the fields into another, valid record."""
     if "%" in text or "," in text or "\n" in text or "\r" in text:
         return text.replace("%", "%25").replace(",", "%2C").replace("\n", "%0A").replace("\r", "%0D")
     return text
 
 
-def _wire_unescape(text: str) -> str:
-    if "%" not in text:
-        return text
-    return text.replace("%2C", ",").replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+#: A rejected record keeps at most this many bytes of its raw form (a dead letter stays far below
+#: Kafka's 1 MiB request limit): longer ones are truncated, with their length and SHA-256 kept.
+MAX_RAW_BYTES = 4096
+#: A rejected record's ``value`` and ``reason`` are cut to at most this many characters.
+MAX_VALUE_CHARS = 200
+MAX_REASON_CHARS = 500
+RAW_ENCODINGS = ("utf-8", "base64")
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _utf8_head(data: bytes, n: int = MAX_RAW_BYTES) -> str:
+    """The longest prefix of valid UTF-8 ``data`` of at most ``n`` bytes that ends on a whole character."""
+    return data[:n].decode("utf-8", "ignore") if len(data) > n else data.decode("utf-8")
+
 
 @dataclass(frozen=True, slots=True)
 class RejectedRecord:
-    """A record that failed a stage: raw text, where it came from, and why."""
+    r"""A record that failed a stage: where it came from, which field, value and why, and its raw
+    form, capped at :data:`MAX_RAW_BYTES`.
+
+    ``raw`` is the record's text, or (``raw_encoding`` ``"base64"``) the base64 of its bytes when
+    they are not UTF-8; only its first :data:`MAX_RAW_BYTES` bytes are kept, ``raw_length`` and
+    ``raw_sha256`` are those of the whole. Built from text, the record measures, hashes and cuts
+    it itself; :meth:`from_bytes` builds one from bytes. ``value`` and ``reason`` are cut too
+    (:data:`MAX_VALUE_CHARS`, :data:`MAX_REASON_CHARS`), so a dead letter's JSON stays under ~40 KiB
+    whatever the record was.
+
+    >>> r = RejectedRecord("f.csv", 2, "x" * 100_000, "row", "x" * 100_000, "too long")
+    >>> len(r.raw), r.raw_length, r.truncated, len(r.value), len(r.to_json()) < 5000
+    (4096, 100000, True, 200, True)
+    >>> RejectedRecord.from_dict(json.loads(r.to_json())) == r
+    True
+    >>> b = RejectedRecord.from_bytes("f.csv", 3, b"A\xff", "row", "\\xff", "not valid UTF-8 at byte 1")
+    >>> b.raw, b.raw_encoding, b.raw_bytes()
+    ('Qf8=', 'base64', b'A\xff')
+    """
 
     source: str  # file path or topic/partition
-    offset: int  # line number (1-based, header is line 1) or Kafka offset
+    offset: int | None  # line number (1-based, header is line 1) or Kafka offset (None: not known)
     raw: str
     field: str
     value: str
     reason: str
     stage: str = "parse"
+    raw_length: int = -1  # bytes of the whole raw record; -1: measure ``raw`` (text) when built
+    raw_sha256: str = ""  # of the whole raw record's bytes; "": hash ``raw`` when built
+    raw_encoding: str = "utf-8"
+
+    def __post_init__(self) -> None:
+        for name in ("source", "raw", "field", "value", "reason", "stage", "raw_sha256", "raw_encoding"):
+            if type(getattr(self, name)) is not str:
+                raise FieldError(name, _excerpt(getattr(self, name)), "expected a string")
+        if self.offset is not None and type(self.offset) is not int:
+            raise FieldError("offset", _excerpt(self.offset), "expected an integer or null")
+        if type(self.raw_length) is not int:
+            raise FieldError("raw_length", _excerpt(self.raw_length), "expected an integer")
+        if self.raw_encoding not in RAW_ENCODINGS:
+            raise FieldError("raw_encoding", _excerpt(self.raw_encoding), f"expected one of {', '.join(RAW_ENCODINGS)}")
+        if not self.raw_sha256:  # built from text: measure, hash and cut it here
+            if self.raw_encoding != "utf-8" or self.raw_length != -1:
+                raise FieldError("raw_sha256", "", "missing (needed with raw_length or base64)")
+            data = self.raw.encode("utf-8", "surrogatepass")
+            object.__setattr__(self, "raw_length", len(data))
+            object.__setattr__(self, "raw_sha256", hashlib.sha256(data).hexdigest())
+            if len(data) > MAX_RAW_BYTES:
+                try:
+                    object.__setattr__(self, "raw", _utf8_head(data))
+                except UnicodeDecodeError:  # lone surrogates: keep the bytes instead
+                    object.__setattr__(self, "raw", base64.b64encode(data[:MAX_RAW_BYTES]).decode("ascii"))
+                    object.__setattr__(self, "raw_encoding", "base64")
+        else:
+            if not _SHA256_HEX.fullmatch(self.raw_sha256):
+                raise FieldError("raw_sha256", _excerpt(self.raw_sha256), "expected 64 lowercase hex digits")
+            kept = self.raw_bytes()
+            if len(kept) > MAX_RAW_BYTES or len(kept) > self.raw_length:
+                raise FieldError("raw", _excerpt(self.raw), f"more than min({MAX_RAW_BYTES}, raw_length) bytes")
+        object.__setattr__(self, "value", _cut(self.value, MAX_VALUE_CHARS))
+        object.__setattr__(self, "reason", _cut(self.reason, MAX_REASON_CHARS))
+
+    @classmethod
+    def from_bytes(cls, source: str, offset: int | None, data: bytes, field: str, value: str, reason: str,
+                   stage: str = "parse") -> RejectedRecord:
+        """A reject of raw bytes: their text if they are UTF-8, else their base64; capped."""
+        try:
+            raw, encoding = _utf8_head(data), "utf-8"
+            if len(data) > MAX_RAW_BYTES:
+                data.decode("utf-8")  # the whole must be text to be kept as text
+        except UnicodeDecodeError:
+            raw, encoding = base64.b64encode(data[:MAX_RAW_BYTES]).decode("ascii"), "base64"
+        return cls(source, offset, raw, field, value, reason, stage, len(data), hashlib.sha256(data).hexdigest(),
+                   encoding)
+
+    def raw_bytes(self) -> bytes:
+        """The raw record's bytes kept here (all of them unless :attr:`truncated`)."""
+        if self.raw_encoding == "base64":
+            try:
+                return base64.b64decode(self.raw, validate=True)
+            except ValueError:
+                raise FieldError("raw", _excerpt(self.raw), "not base64") from None
+        return self.raw.encode("utf-8", "surrogatepass")
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.raw_bytes()) < self.raw_length
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -278,6 +517,9 @@ class RejectedRecord:
             "source": self.source,
             "offset": self.offset,
             "raw": self.raw,
+            "raw_encoding": self.raw_encoding,
+            "raw_length": self.raw_length,
+            "raw_sha256": self.raw_sha256,
             "field": self.field,
             "value": self.value,
             "reason": self.reason,
@@ -289,8 +531,23 @@ class RejectedRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RejectedRecord:
+        """Decode :meth:`to_dict` (or the stream job's JSON, which has no ``raw_*`` fields and adds
+        ``topic`` and ``partition``: ignored); :class:`FieldError` on anything malformed."""
+        if type(d) is not dict:
+            raise FieldError("value", _excerpt(d), "expected a JSON object")
         _check_schema(d, "rejected")
-        return cls(**{k: d[k] for k in ("source", "offset", "raw", "field", "value", "reason", "stage")})
+        for k in ("source", "offset", "raw", "field", "value", "reason", "stage"):
+            if k not in d:
+                raise FieldError(k, None, "missing field")
+        extra = {k: d[k] for k in ("raw_length", "raw_sha256", "raw_encoding") if k in d}
+        return cls(**{k: d[k] for k in ("source", "offset", "raw", "field", "value", "reason", "stage")}, **extra)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RejectedRecord:
+        return cls.from_dict(_load_json(text))
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +568,7 @@ class ReasonCode:
         }
 
     @classmethod
+    @_decoder("reason code")
     def from_dict(cls, d: dict[str, Any]) -> ReasonCode:
         return cls(d["feature"], float(d["value"]), float(d["contribution"]), d["description"])
 
@@ -348,6 +606,7 @@ class Alert:
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
+    @_decoder("alert")
     def from_dict(cls, d: dict[str, Any]) -> Alert:
         _check_schema(d, "alert")
         return cls(
@@ -361,7 +620,7 @@ class Alert:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Alert:
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(_load_json(text))
 
 
 def alert_id_for(event_id: str) -> str:
@@ -437,6 +696,7 @@ class EvidenceTrace:
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
+    @_decoder("trace")
     def from_dict(cls, d: dict[str, Any]) -> EvidenceTrace:
         _check_schema(d, "trace")
         return cls(
@@ -499,6 +759,7 @@ class ReportManifest:
         return json.dumps(self.to_dict(), sort_keys=True, indent=2)
 
     @classmethod
+    @_decoder("manifest")
     def from_dict(cls, d: dict[str, Any]) -> ReportManifest:
         _check_schema(d, "manifest")
         return cls(

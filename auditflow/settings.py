@@ -41,6 +41,9 @@ AUDITFLOW_PARALLELISM              stream job parallelism                       
 AUDITFLOW_OUT_OF_ORDERNESS_MS      watermarks trail the latest event time by this   ``3600000`` (1 hour)
 AUDITFLOW_ALLOWED_LATENESS_MS      records this far behind the watermark are still  ``0``
                                    applied in order; later ones are split off late
+AUDITFLOW_EVENT_TIME_WINDOW        plausible event times, ``FROM..TO`` (dates or    ``1970-01-01..2100-01-01``
+                                   ``YYYY-MM-DDTHH:MM``; TO exclusive): ingestion
+                                   rejects a timestamp outside, naming the field
 AUDITFLOW_SIGNING_KEY              HMAC key for report manifests (secret)           a development key
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
@@ -61,15 +64,17 @@ the file where it runs (the TaskManager).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from auditflow.graph_url import BOLT_SCHEMES, graph_backend
 from auditflow.limits import (
     DEFAULT_ALLOWED_LATENESS_MS,
+    DEFAULT_EVENT_TIME_WINDOW,
     DEFAULT_OUT_OF_ORDERNESS_MS,
     DEFAULT_FANOUT_CAP,
     DEFAULT_TRACE_HORIZON,
@@ -115,8 +120,23 @@ class Settings(BaseSettings):
     parallelism: int = Field(default=1, ge=1)
     out_of_orderness_ms: int = Field(default=DEFAULT_OUT_OF_ORDERNESS_MS, ge=0)
     allowed_lateness_ms: int = Field(default=DEFAULT_ALLOWED_LATENESS_MS, ge=0)
+    event_time_window: Annotated[tuple[datetime, datetime], NoDecode] = DEFAULT_EVENT_TIME_WINDOW
     signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
     seed: int = 7
+
+    @field_validator("event_time_window", mode="before")
+    @classmethod
+    def _time_window(cls, v: object) -> object:
+        from auditflow.records import parse_time_window
+
+        return parse_time_window(v) if isinstance(v, str) else v  # "FROM..TO" from the environment
+
+    @field_validator("event_time_window")
+    @classmethod
+    def _ordered_window(cls, v: tuple[datetime, datetime]) -> tuple[datetime, datetime]:
+        if v[0].tzinfo is not None or v[1].tzinfo is not None or not v[0] < v[1]:
+            raise ValueError(f"event_time_window {v!r}: expected naive (UTC) times, FROM before TO")
+        return v
 
     @field_validator("graph_url")
     @classmethod

@@ -8,10 +8,14 @@ loaded whole) and writes into ``out_dir``:
   numbers (and therefore ``event_id``\\ s) of the copy differ from the source's after the first
   reject; rejects always name the *source* line.
 * ``rejects.jsonl`` - one :class:`~auditflow.records.RejectedRecord` JSON per bad row: source
-  line number (header = line 1), field, value, reason and the raw line.
+  line number (header = line 1), field, value, reason and the raw line (its first 4 KiB, with
+  its length and SHA-256; base64 if it is not UTF-8).
 * ``import_summary.json`` - the :class:`ImportSummary`.
 
-Every data line is counted once: ``rows_read == accepted + rejected``. A wrong header is not a
+The file is read by the one line reader (:func:`ingest.amlworld.read_lines`: bytes, lines end at
+``\n``, non-UTF-8 or control characters in a line are that line's reject), so line numbers and
+event ids are those ``auditflow produce`` and the file job give the same file. Every data line
+is counted once: ``rows_read == accepted + rejected``. A wrong header is not a
 row error: it raises :class:`~auditflow.errors.FieldError` before anything is written.
 
 With the answer key (``*_Patterns.txt``) the summary also counts attempts per typology and how
@@ -33,10 +37,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from auditflow.errors import FieldError
+from auditflow.limits import DEFAULT_EVENT_TIME_WINDOW
 from auditflow.records import RejectedRecord
 from ingest.amlworld import (
     HEADER,
     TYPOLOGIES,
+    TimeWindow,
     format_row,
     parse_row,
     read_patterns,
@@ -148,10 +154,13 @@ def import_amlworld(
     out_dir: str | Path,
     patterns: str | Path | None = None,
     limit: int | None = None,
+    *,
+    time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW,
 ) -> ImportSummary:
     """Validate and normalize ``trans_csv`` into ``out_dir`` (see the module docstring).
 
-    ``limit`` stops after that many data rows (rows read, good or bad).
+    ``limit`` stops after that many data rows (rows read, good or bad). ``time_window``: the
+    plausible event times (from inclusive, to exclusive); a row outside is rejected.
     """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
@@ -175,7 +184,7 @@ def import_amlworld(
         summary.pattern_rows = sum(key_counts.values())
     matched: set[str] = set()
 
-    records = read_transactions(src)
+    records = read_transactions(src, time_window=time_window)
     try:
         rec = next(records, None)  # checks the header before anything is written
         out.mkdir(parents=True, exist_ok=True)

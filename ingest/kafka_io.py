@@ -9,10 +9,14 @@
   integer units plus exact US cents; :meth:`TransactionEvent.from_wire` decodes it). Rows that do
   not parse are not lost: each goes to ``settings.topic_dlq`` as the JSON of a
   :class:`RejectedRecord` with ``stage='ingest'``, ``source`` = the file path and ``offset`` = its
-  line number (header = line 1). So does a row that parses but has no faithful wire form: an
-  amount whose units or US cents exceed the form's 18-digit integers (from ~10**16 dollars or
-  10**10 Bitcoin; field ``Amount Paid``/``Amount Received``, reason "not representable in the af1
-  wire form"), so that every value on the topic decodes back to its row. The producer is
+  line number (header = line 1); a dead letter keeps at most the first 4 KiB of its line (with
+  the line's length and SHA-256, base64 if it is not UTF-8), so it stays far below the broker's
+  1 MiB request limit whatever the line. Lines come from the one line reader
+  (:func:`ingest.amlworld.read_lines`: the importer's and the file job's too), so line numbers and
+  event ids are theirs; amounts are capped per currency (so units and US cents fit the form's
+  18-digit integers) and timestamps must lie in ``settings.event_time_window``. A row that still
+  had no faithful wire form would be dead-lettered too (reason "not representable in the af1
+  wire form"), so every value on the topic decodes back to its row. The producer is
   idempotent with ``acks='all'`` (per-key order kept: one partition per key, murmur2 like the Java
   client); every record is acknowledged before it returns, and ``read == produced + dead_lettered``
   is checked (:class:`ProduceError` otherwise, also for any record the broker refused).
@@ -42,18 +46,20 @@ import decimal
 import hashlib
 import logging
 import math
+import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from auditflow.errors import FieldError
-from auditflow.money import CURRENCIES, USD_RATES, Money, usd_cents
+from auditflow.limits import DEFAULT_EVENT_TIME_WINDOW
+from auditflow.money import CURRENCIES, MAX_UNIT_DIGITS, USD_RATES, Money, usd_cents
 from auditflow.records import PAYMENT_FORMATS, WIRE_TAG, RejectedRecord, TransactionEvent, epoch_millis
-from ingest.amlworld import _parse_timestamp, check_header, parse_line
+from ingest.amlworld import TimeWindow, _parse_timestamp, check_line, decode_line, parse_line, read_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditflow.settings import Settings
@@ -230,17 +236,19 @@ def delete_topics(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 3
 # goes from a CSV line straight to the key and the value bytes, *byte-identical* to
 # ``ev.sender.node_id.encode()`` and ``ev.to_wire().encode()`` of the event parse_line would
 # return (the af1 form of auditflow.records: epoch-ms event time, integer money units, exact US
-# cents). It only takes lines it can prove plain (ASCII printable, no quote, backslash, percent
-# sign or padding, eleven fields that pass every check of parse_row, amounts small enough that
-# usd_cents is exact and every integer fits from_wire: see _CENTS); any other line goes through
-# parse_line and to_wire themselves, which accept it or reject it, so validation, escaping and
-# rejects are the codec's own. One check is added there: the value must decode back
-# (from_wire) to the event, or the row is dead-lettered instead (an amount whose units or
-# cents are beyond what the wire form's integers hold; see _unwireable).
+# cents). It takes the lines of the one line reader (no line end, no control character) it can
+# prove plain: ASCII, eleven unpadded fields that pass every check of parse_row (ids by the id
+# pattern, the timestamp in the plausible window, amounts within the cap and small enough that
+# usd_cents is exact: see _CENTS); any other line goes through parse_line and to_wire
+# themselves, which accept it or reject it, so validation and rejects are the codec's own. One
+# check is added there: the value must decode back (from_wire) to the event, or the row is
+# dead-lettered instead (see _unwireable; with the amount cap it is a safety net only).
 
 _FORMATS = frozenset(PAYMENT_FORMATS)
 _WIRE_PREFIX = WIRE_TAG + ","
-_TS_WIRE: dict[str, str] = {}  # AMLworld timestamp text -> epoch ms as text (valid ones only)
+_TS_WIRE: dict[str, tuple[str, int]] = {}  # AMLworld timestamp text -> epoch ms as text and int (valid ones only)
+#: The four ids after a 16-character timestamp and its comma, each by records.ID_PATTERN.
+_IDS4 = re.compile(r"(?:[A-Za-z0-9_.:-]{1,64},){4}")
 _TS_WIRE_MAX = 1 << 17  # distinct minutes cached (~90 days); cleared beyond
 _AMOUNT_MAX_LEN = 40  # longer amounts take the reference path (int() digit limits and all)
 _WIRE_INT_DIGITS = 18  # from_wire's integers have at most this many digits (records._WIRE_INT)
@@ -254,8 +262,9 @@ def _cents_table() -> dict[str, tuple[int, int, int, int]]:
     integer, in the decimal context (as it is at import: 28 significant digits by default; the
     self-check runs in it too): every step is exact as
     long as the coefficients' digits add up to no more than the precision (u's, the rate's, and
-    the 3 of 100), and ``max_digits`` is also capped at what from_wire reads. Larger amounts (or
-    a currency without a rate) take the reference path."""
+    the 3 of 100), and ``max_digits`` is also capped at what the parser accepts
+    (:data:`auditflow.money.MAX_UNIT_DIGITS`). Larger amounts (or a currency without a rate) take
+    the reference path, which rejects them."""
     prec = decimal.getcontext().prec
     out: dict[str, tuple[int, int, int, int]] = {}
     for name, (_, scale) in CURRENCIES.items():
@@ -265,7 +274,7 @@ def _cents_table() -> dict[str, tuple[int, int, int, int]]:
         _, digits, exp = rate.as_tuple()
         coefficient = int("".join(map(str, digits)))
         k = exp + 2 - scale  # cents = u * coefficient * 10**k
-        max_digits = min(prec - len(digits) - 3, _WIRE_INT_DIGITS)
+        max_digits = min(prec - len(digits) - 3, _WIRE_INT_DIGITS, MAX_UNIT_DIGITS[name])
         if max_digits >= 1:
             out[name] = (scale, coefficient * 10 ** max(k, 0), 10 ** max(-k, 0), max_digits)
     return out
@@ -300,34 +309,37 @@ def _half_even(n: int, div: int) -> int:
     return q
 
 
-def _fast_wire(raw: str, lineno: int) -> tuple[bytes, bytes] | None:
-    """(key, value) of a plain, valid line (``raw`` without its line end), or None."""
-    if (
-        not raw.isascii()
-        or not raw.isprintable()
-        or '"' in raw
-        or "\\" in raw
-        or "%" in raw  # the wire form's escape character: the reference path escapes it
-        or ", " in raw
-        or " ," in raw
-        or raw[:1] == " "
-        or raw[-1:] == " "
-    ):
-        return None  # quoting, escaping, padding, control or non-ASCII characters: reference path
+_WINDOW_MS = tuple(epoch_millis(t) for t in DEFAULT_EVENT_TIME_WINDOW)
+
+
+def _fast_wire(raw: str, lineno: int, window_ms: tuple[int, int] = _WINDOW_MS) -> tuple[bytes, bytes] | None:
+    """(key, value) of a plain, valid line, or None. ``raw``: a line as the line reader (or
+    check_line) lets it through: no line end, no control character. ``window_ms``: the plausible
+    event-time window in epoch ms (from inclusive, to exclusive).
+
+    Every field is checked against exactly what parse_row accepts, without its padding: a
+    timestamp of 16 characters, ids by the id pattern, plain ASCII amounts, the currency, format
+    and label vocabularies; so no field can hold a quote, backslash, percent sign (the wire form's
+    escape) or space the reference path would treat differently, and none needs the csv module."""
+    if not raw.isascii():  # e.g. non-ASCII digits, which str.isdigit accepts and the parser does not
+        return None
     fields = raw.split(",")
-    if len(fields) != 11:
+    if len(fields) != 11 or len(fields[0]) != 16:  # 16: an unpadded timestamp (the parser strips padding)
         return None
     ts, from_bank, from_acct, to_bank, to_acct, recv, recv_cur, paid, paid_cur, fmt, label = fields
-    ts_ms = _TS_WIRE.get(ts)
-    if ts_ms is None:
+    hit = _TS_WIRE.get(ts)
+    if hit is None:
         try:
-            ts_ms = str(epoch_millis(_parse_timestamp(ts)))
+            ms = epoch_millis(_parse_timestamp(ts))
         except FieldError:
             return None
         if len(_TS_WIRE) >= _TS_WIRE_MAX:
             _TS_WIRE.clear()
-        _TS_WIRE[ts] = ts_ms
-    if not (from_bank and from_acct and to_bank and to_acct) or fmt not in _FORMATS or label not in ("0", "1"):
+        hit = _TS_WIRE[ts] = (str(ms), ms)
+    ts_ms, ms = hit
+    if not window_ms[0] <= ms < window_ms[1] or _IDS4.match(raw, 17) is None:  # a valid timestamp has 16 characters
+        return None
+    if fmt not in _FORMATS or label not in ("0", "1"):
         return None
     recv_c = _CENTS.get(recv_cur)
     paid_c = _CENTS.get(paid_cur)
@@ -388,51 +400,71 @@ def _unwireable(ev: TransactionEvent, raw: str, source: str, error: Exception | 
     return RejectedRecord(source, ev.source_offset, raw, "row", raw[:80], f"{reason}: it does not decode back to the row")
 
 
-def _reference_record(line: str, lineno: int, source: str) -> tuple[bytes, bytes] | RejectedRecord:
+def _reference_record(line: str | bytes, lineno: int, source: str,
+                      time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW) -> tuple[bytes, bytes] | RejectedRecord:
     """What read_transactions makes of the line, as (key, to_wire value) or its reject; an event
     whose value would not decode back to it (from_wire) is rejected too (:func:`_unwireable`)."""
-    if not line.strip():
-        return RejectedRecord(source, lineno, line.rstrip("\r\n"), "row", "", "blank line")
-    item = parse_line(line, lineno, source)
+    item = parse_line(line, lineno, source, time_window=time_window)
     if type(item) is TransactionEvent:
         try:
             value = item.to_wire()
             ok = TransactionEvent.from_wire(value) == item
         except (ArithmeticError, FieldError) as e:  # decimal.InvalidOperation from usd_cents, or from_wire's
-            return _unwireable(item, line.rstrip("\r\n"), source, e)
+            return _unwireable(item, _line_text(line), source, e)
         if not ok:  # pragma: no cover - to_wire and from_wire disagree
-            return _unwireable(item, line.rstrip("\r\n"), source, None)
+            return _unwireable(item, _line_text(line), source, None)
         return item.sender.node_id.encode(), value.encode()
     return item
 
 
-def wire_record(line: str, lineno: int, source: str = "") -> tuple[bytes, bytes] | RejectedRecord:
-    """One CSV line (``lineno``: its line number, header = 1) as the producer sends it: the
-    (key, value) bytes of its event, or the :class:`RejectedRecord` read_transactions would give."""
-    raw = line.rstrip("\r\n")
-    if raw and _FAST_WIRE:
-        kv = _fast_wire(raw, lineno)
+def _line_text(line: str | bytes) -> str:
+    """The text of a line parse_line accepted (so: UTF-8 if bytes), without its line end."""
+    text = line.decode("utf-8") if isinstance(line, bytes) else line
+    if text[-1:] == "\n":
+        text = text[:-1]
+    return text[:-1] if text[-1:] == "\r" else text
+
+
+def _window_ms(time_window: TimeWindow) -> tuple[int, int]:
+    return _WINDOW_MS if time_window == DEFAULT_EVENT_TIME_WINDOW else (
+        epoch_millis(time_window[0]), epoch_millis(time_window[1]))
+
+
+def wire_record(line: str | bytes, lineno: int, source: str = "", *,
+                time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW) -> tuple[bytes, bytes] | RejectedRecord:
+    """One CSV line (text or bytes, with or without its line end; ``lineno``: its line number,
+    header = 1) as the producer sends it: the (key, value) bytes of its event, or the
+    :class:`RejectedRecord` read_transactions would give at that line."""
+    text = decode_line(line, lineno, source) if isinstance(line, bytes) else check_line(
+        _line_text(line), lineno, source)
+    if type(text) is not str:
+        return text
+    if _FAST_WIRE:
+        kv = _fast_wire(text, lineno, _window_ms(time_window))
         if kv is not None:
             return kv
-    return _reference_record(line, lineno, source)
+    return _reference_record(text, lineno, source, time_window)
 
 
-def wire_records(path: str | Path) -> Iterator[tuple[bytes, bytes] | RejectedRecord]:
-    """Stream a transactions CSV as :func:`wire_record` items, in file order; like
-    :func:`~ingest.amlworld.read_transactions` (same open mode, header check, line numbers,
-    blank-line rejects), one item per data line."""
-    source = str(path)
+def wire_records(file: str | Path | BinaryIO, *, source: str | None = None,
+                 time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW) -> Iterator[tuple[bytes, bytes] | RejectedRecord]:
+    """Stream a transactions CSV (a path or a binary file) as :func:`wire_record` items, in file
+    order, one per data line: the lines of :func:`~ingest.amlworld.read_lines`, the reader
+    read_transactions uses (same header check, line numbers, rejects)."""
+    if source is None:
+        source = str(file) if isinstance(file, (str, Path)) else ""
     fast = _fast_wire if _FAST_WIRE else None
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        check_header(fh.readline(), source)
-        for lineno, line in enumerate(fh, start=2):
-            raw = line.rstrip("\r\n")
-            if raw and fast is not None:
-                kv = fast(raw, lineno)
-                if kv is not None:
-                    yield kv
-                    continue
-            yield _reference_record(line, lineno, source)
+    window_ms = _window_ms(time_window)
+    for lineno, text in read_lines(file, source):
+        if type(text) is not str:
+            yield text
+            continue
+        if fast is not None:
+            kv = fast(text, lineno, window_ms)
+            if kv is not None:
+                yield kv
+                continue
+        yield _reference_record(text, lineno, source, time_window)
 
 
 def _ties(mult: int, div: int) -> list[int]:
@@ -456,8 +488,12 @@ def _probe_lines() -> list[tuple[str, bool]]:
         ("2022/09/01 00:16,00220,8001C8C51,01420,8003093C1,0.025852,Bitcoin,000.00000001,Bitcoin,Bitcoin,1", True),
         ("2024/02/29 23:59,0,1,2,3,7,Yen,0007.10,Euro,Credit Card,0", True),
         ("1970/01/01 00:00,1,2,1,2,0.50,Euro,1.50,Euro,Wire,1", True),  # 58.5 -> 58 and 175.5 -> 176 cents
-        ("1969/12/31 23:59,1,2,1,2,0.0,Yen,0.01,Rupee,Cash,0", True),  # negative ms
-        ("2022/09/01 00:20,0%1,A%2C,1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # escaped on the wire
+        ("2099/12/31 23:59,A.b_c:d-9,2,1,2,0.0,Yen,0.01,Rupee,Cash,0", True),  # the window's last minute, id characters
+        ("1969/12/31 23:59,1,2,1,2,0.0,Yen,0.01,Rupee,Cash,0", False),  # before the window: rejected
+        ("2100/01/01 00:00,1,2,1,2,0.0,Yen,0.01,Rupee,Cash,0", False),  # its end is exclusive
+        ("2022/09/01 00:20,01/0,X,1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # '/' in an id: rejected
+        ("2022/09/01 00:20,0%1,A%2C,1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # '%' in an id: rejected
+        ("2022/09/01 00:20,1," + "A" * 65 + ",1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # an id too long
     ]
     for i, (cur, (_, mult, div, max_digits)) in enumerate(sorted(_CENTS.items())):
         line = f"2022/09/0{1 + i % 9} 1{i % 10}:0{i % 10},0{i},A{i},{i}0,B{i},{{}},{cur},{{}},{cur},"
@@ -653,7 +689,7 @@ def produce_file(
     dlq = dlq_topic or settings.topic_dlq
     if topic == dlq:
         raise ValueError(f"topic and DLQ topic are both {topic!r}")
-    rows = wire_records(csv_path)
+    rows = wire_records(csv_path, time_window=settings.event_time_window)
     try:
         first = next(rows, None)  # opens the file, checks the header: fails before touching Kafka
         if create_topics:

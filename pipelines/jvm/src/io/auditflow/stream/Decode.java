@@ -9,8 +9,11 @@ import java.util.HashMap;
 /**
  * Decodes the af1 wire form once per record (the JVM twin of
  * {@code auditflow.records.TransactionEvent.from_wire}: the same checks in the same order, the
- * same field names and reasons) and splits the stream: rejects and late records to side outputs,
- * the rest on as events with their event-level features.
+ * same field names and reasons: 16 fields and the tag, integers, amounts not negative,
+ * currencies, payment format, label, event time within the years 1-9999, ids) and splits the
+ * stream: rejects and late records to side outputs, the rest on as events with their event-level
+ * features. What it lets through {@code from_wire} decodes, so the Python stages after it never
+ * meet a record they cannot read.
  *
  * <p>Input rows: {@code value, src, off, topic, part} with event time. A record is late when its
  * time plus the allowed lateness is at or behind this operator's watermark.
@@ -23,6 +26,15 @@ final class Decode extends ProcessFunction<Row, Row> {
     static final int F_EID = 1, F_TS = 2, F_OFF = 3, F_FB = 4, F_FA = 5, F_TB = 6, F_TA = 7, F_PU = 8, F_PC = 9,
             F_RU = 10, F_RC = 11, F_PUSD = 12, F_RUSD = 13, F_FMT = 14, F_LAUND = 15;
     static final int[] INT_FIELDS = {F_TS, F_OFF, F_PU, F_RU, F_PUSD, F_RUSD};
+    static final int[] AMOUNT_FIELDS = {F_PU, F_RU, F_PUSD, F_RUSD};
+    static final int[] ID_FIELDS = {F_EID, F_FB, F_FA, F_TB, F_TA};
+    // auditflow.records.WIRE_TS_MIN_MS / WIRE_TS_MAX_MS: the years 1-9999 in epoch ms
+    static final long WIRE_TS_MIN_MS = -62135596800000L;
+    static final long WIRE_TS_MAX_MS = 253402300799999L;
+    // auditflow.records.ID_PATTERN ([A-Za-z0-9_.:-]{1,64}) and ID_REASON
+    static final int ID_MAX_LENGTH = 64;
+    static final String ID_REASON =
+            "expected 1 to 64 of A-Z a-z 0-9 _ . : - (no '/', whitespace or control characters)";
 
     private final String[] wireNames;
     private final HashMap<String, Long> roundUnit; // currency -> 100 * 10^scale
@@ -46,6 +58,18 @@ final class Decode extends ProcessFunction<Row, Row> {
         for (; i < n; i++) {
             char c = s.charAt(i);
             if (c < '0' || c > '9') return false;
+        }
+        return true;
+    }
+
+    /** Whether {@code s} is an id by auditflow.records.ID_PATTERN. */
+    static boolean isId(String s) {
+        int n = s.length();
+        if (n < 1 || n > ID_MAX_LENGTH) return false;
+        for (int i = 0; i < n; i++) {
+            char c = s.charAt(i);
+            if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+                    || c == '_' || c == '.' || c == ':' || c == '-')) return false;
         }
         return true;
     }
@@ -87,6 +111,12 @@ final class Decode extends ProcessFunction<Row, Row> {
                 return;
             }
         }
+        for (int i : AMOUNT_FIELDS) {
+            if (Long.parseLong(f[i]) < 0) {
+                reject(in, ctx, wireNames[i], f[i], "negative amount");
+                return;
+            }
+        }
         for (int i : new int[] {F_PC, F_RC}) {
             if (!roundUnit.containsKey(f[i])) {
                 reject(in, ctx, wireNames[i], f[i], "unknown currency");
@@ -103,6 +133,16 @@ final class Decode extends ProcessFunction<Row, Row> {
             return;
         }
         long ts = Long.parseLong(f[F_TS]);
+        if (ts < WIRE_TS_MIN_MS || ts > WIRE_TS_MAX_MS) {
+            reject(in, ctx, wireNames[F_TS], f[F_TS], "outside the years 1-9999");
+            return;
+        }
+        for (int i : ID_FIELDS) {
+            if (!isId(f[i])) {
+                reject(in, ctx, wireNames[i], f[i], ID_REASON);
+                return;
+            }
+        }
         long wm = ctx.timerService().currentWatermark();
         if (wm != Long.MIN_VALUE && ts + latenessMs <= wm) {
             ctx.output(StreamFeatures.LATE, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4), v,
