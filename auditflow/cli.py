@@ -291,15 +291,32 @@ job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")
 app.add_typer(job_app, name="job")
 
 
+FromSavepoint = Annotated[Optional[Path], typer.Option(
+    "--from-savepoint", help="resume from this savepoint or retained checkpoint directory")]
+Resume = Annotated[bool, typer.Option(help="resume from the newest retained checkpoint under OUT_DIR/checkpoints")]
+
+
+def _restore(s, from_savepoint: Optional[Path], resume: bool) -> Optional[Path]:
+    try:
+        return flow.resume_path(s, from_savepoint, resume)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
 @job_app.command("run")
 def job_run(
     model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
+    from_savepoint: FromSavepoint = None,
+    resume: Resume = False,
 ) -> None:
-    """Run the Kafka job on a local MiniCluster (Ctrl-C stops an unbounded run)."""
+    """Run the Kafka job on a local MiniCluster (Ctrl-C stops an unbounded run).
+
+    A fresh job starts at its consumer group's committed offsets; with --resume or
+    --from-savepoint it restores its state (windows, de-duplication, offsets) as well."""
     s = _settings()
     model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
-    res = flow.run_kafka_job(s, str(model_dir), bounded=bounded)
+    res = flow.run_kafka_job(s, str(model_dir), bounded=bounded, restore_path=_restore(s, from_savepoint, resume))
     console.print(f"job finished in {res.seconds:.1f}s: {res.processed:,} processed, {res.duplicate:,} duplicates")
 
 
@@ -307,11 +324,15 @@ def job_run(
 def job_submit(
     model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     bounded: Annotated[bool, typer.Option(help="stop at the offsets present at start")] = False,
+    from_savepoint: FromSavepoint = None,
+    resume: Resume = False,
+    detached: Annotated[bool, typer.Option(help="return once the cluster accepted the job")] = False,
 ) -> None:
     """Submit the Kafka job to the Flink session cluster (`flink run -py`), as on any Flink cluster."""
     s = _settings()
     model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
-    proc = flow.submit_kafka_job(s, str(model_dir), bounded=bounded)
+    proc = flow.submit_kafka_job(s, str(model_dir), bounded=bounded, detached=detached,
+                                 restore_path=_restore(s, from_savepoint, resume))
     console.print(proc.stdout[-2000:])
 
 

@@ -178,8 +178,32 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
                         duplicates=len(out.duplicates))
 
 
+def checkpoint_dir(settings: Settings) -> Path:
+    """Where Kafka jobs started from this process keep their retained checkpoints."""
+    return settings.out_dir / "checkpoints"
+
+
+def resume_path(settings: Settings, from_savepoint: str | Path | None = None, resume: bool = False) -> Path | None:
+    """What a Kafka job restores from: ``from_savepoint`` (a savepoint or retained checkpoint
+    directory), else with ``resume`` the newest retained checkpoint under :func:`checkpoint_dir`
+    (``FileNotFoundError`` if there is none), else nothing (start at the group's offsets)."""
+    from pipelines.kafka_job import latest_checkpoint
+
+    if from_savepoint is not None:
+        path = Path(from_savepoint)
+        if not (path / "_metadata").is_file():
+            raise FileNotFoundError(f"--from-savepoint {path}: no _metadata there (not a savepoint or checkpoint)")
+        return path
+    if resume:
+        found = latest_checkpoint(checkpoint_dir(settings))
+        if found is None:
+            raise FileNotFoundError(f"--resume: no retained checkpoint under {checkpoint_dir(settings)}")
+        return found
+    return None
+
+
 def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "auditflow-stream",
-                     job_name: str = "auditflow-kafka"):
+                     job_name: str = "auditflow-kafka", restore_path: str | Path | None = None):
     from pipelines.kafka_job import KafkaJobConfig, check_connector_jar
 
     return KafkaJobConfig(
@@ -187,23 +211,28 @@ def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "audi
         topic_alerts=settings.topic_alerts, topic_dlq=settings.topic_dlq,
         connector_jar=check_connector_jar(str(settings.flink_kafka_jar) if settings.flink_kafka_jar else None),
         group_id=group_id, bounded=bounded, job_name=job_name,
-        checkpoint_dir=str(settings.out_dir / "checkpoints"),
+        checkpoint_dir=str(checkpoint_dir(settings)), checkpoint_interval_ms=settings.checkpoint_interval_ms,
+        delivery=settings.alert_delivery, restore_path=str(restore_path) if restore_path else None,
     )
 
 
 def run_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
-                  group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka"):
+                  group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka",
+                  restore_path: str | Path | None = None):
     """The Kafka job on a local MiniCluster, configured from settings; returns its counts."""
     from pipelines.kafka_job import run_kafka_job as run
 
-    return run(kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name),
+    return run(kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name,
+                                restore_path=restore_path),
                stream_spec(model_dir, settings))
 
 
 def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
                      group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka",
-                     timeout_s: float = 1800) -> subprocess.CompletedProcess:
-    """Submit the Kafka job to the Flink session cluster with ``flink run -py`` and wait for it.
+                     timeout_s: float = 1800, restore_path: str | Path | None = None,
+                     detached: bool = False) -> subprocess.CompletedProcess:
+    """Submit the Kafka job to the Flink session cluster with ``flink run -py`` and wait for it
+    (with ``detached``, only until the cluster accepted it: the output names its JobID).
 
     Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
     (``settings.flink_home``, else the one inside the installed ``pyflink`` package) with the
@@ -217,13 +246,15 @@ def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool
 
     from pipelines import kafka_job
 
-    cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name)
+    cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name,
+                           restore_path=restore_path)
     flink_home = str(settings.flink_home or Path(pyflink.__file__).resolve().parent)
     rest = urlparse(settings.flink_rest)
-    cmd = [os.path.join(flink_home, "bin", "flink"), "run",
+    cmd = [os.path.join(flink_home, "bin", "flink"), "run", *(["--detached"] if detached else []),
            "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
            "-pyexec", sys.executable, "-py", str(Path(kafka_job.__file__).resolve()),
-           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings))]
+           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings)),
+           *(["--detached"] if detached else [])]
     # The client's own environment (the job's settings are its arguments), less what a local
     # PyFlink job run earlier in this process (loopback mode) left behind for its Python workers.
     env = {k: v for k, v in os.environ.items()
@@ -250,16 +281,22 @@ def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[T
     return sorted(seen.values(), key=lambda c: (c[0].source_offset, c[0].event_id))
 
 
-def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]:
-    """The job's own counters (accumulators) from the cluster's REST API, for the job whose id the
-    ``flink run`` client printed."""
+def cluster_job_id(client_output: str) -> str:
+    """The id of the job the ``flink run`` client submitted, from its output."""
     import re
-    import urllib.request
 
     ids = re.findall(r"JobID ([0-9a-f]{32})", client_output)
     if not ids:
         raise RuntimeError(f"no JobID in the flink client's output:\n{client_output[-2000:]}")
-    url = f"{settings.flink_rest.rstrip('/')}/jobs/{ids[-1]}/accumulators"
+    return ids[-1]
+
+
+def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]:
+    """The job's own counters (accumulators) from the cluster's REST API, for the job whose id the
+    ``flink run`` client printed."""
+    import urllib.request
+
+    url = f"{settings.flink_rest.rstrip('/')}/jobs/{cluster_job_id(client_output)}/accumulators"
     with urllib.request.urlopen(url, timeout=30) as resp:
         body = json.loads(resp.read())
     acc = {a["name"]: a["value"] for a in body.get("user-task-accumulators", [])}

@@ -44,6 +44,11 @@ AUDITFLOW_ALLOWED_LATENESS_MS      records this far behind the watermark are sti
 AUDITFLOW_EVENT_TIME_WINDOW        plausible event times, ``FROM..TO`` (dates or    ``1970-01-01..2100-01-01``
                                    ``YYYY-MM-DDTHH:MM``; TO exclusive): ingestion
                                    rejects a timestamp outside, naming the field
+AUDITFLOW_ALERT_DELIVERY           Kafka job's alert and dead-letter sinks:         ``exactly-once``
+                                   ``exactly-once`` (read_committed readers see
+                                   each record once, after a checkpoint) or
+                                   ``at-least-once`` (at once; replays possible)
+AUDITFLOW_CHECKPOINT_INTERVAL_MS   Kafka job checkpoint interval                    ``5000``
 AUDITFLOW_SIGNING_KEY              HMAC key for report manifests (secret)           a development key
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
@@ -66,7 +71,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -121,6 +126,8 @@ class Settings(BaseSettings):
     out_of_orderness_ms: int = Field(default=DEFAULT_OUT_OF_ORDERNESS_MS, ge=0)
     allowed_lateness_ms: int = Field(default=DEFAULT_ALLOWED_LATENESS_MS, ge=0)
     event_time_window: Annotated[tuple[datetime, datetime], NoDecode] = DEFAULT_EVENT_TIME_WINDOW
+    alert_delivery: Literal["exactly-once", "at-least-once"] = "exactly-once"
+    checkpoint_interval_ms: int = Field(default=5000, ge=10)
     signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
     seed: int = 7
 

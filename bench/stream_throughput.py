@@ -43,12 +43,15 @@ figure below is over those same events.
    event ids equal the job's at p=1 and p=2, and so do the processed / late / duplicate counts.
 4. **Produce**: :func:`ingest.kafka_io.produce_file` of the live CSV into a private 3-partition
    topic (as ``auditflow produce`` does: af1 values, acks=all) -> ``produce_events_per_s``.
-5. **Live latency** (Kafka): :func:`pipelines.kafka_job.start_kafka_job`, unbounded, spec with
-   ``out_of_orderness_ms = --bound-ms`` (default 1000), ``allowed_lateness_ms = 0`` and
-   ``flink_conf``: ``execution.buffer-timeout`` 10 ms (``--buffer-timeout-ms``; Flink's default
-   100 ms), ``python.fn-execution.bundle.time`` 100 ms (``--bundle-time-ms``; default 1000 ms)
-   and ``execution.checkpointing.dir`` (the job checkpoints every 5 s; with the default storage,
-   the JobManager's memory, checkpoints fail once the state passes 5 MiB and the job restarts,
+5. **Live latency** (Kafka): :func:`pipelines.kafka_job.start_kafka_job`, unbounded, at-least-once sinks, spec with
+   ``out_of_orderness_ms = --bound-ms`` (default 1000), ``allowed_lateness_ms = 0``, and the
+   job's own latency settings (:class:`pipelines.kafka_job.KafkaJobConfig`, what ``auditflow job
+   run`` uses): watermarks every 20 ms (``--watermark-ms``; 0: after every record), Python bundles
+   of up to 1000 rows (``--arrow-batch``) that end when full or after 20 ms (``--bundle-time-ms``;
+   Flink's default 1000 ms), network buffers sent after at most 5 ms (``--buffer-timeout-ms``;
+   Flink's default 100 ms): batches stay large under load and small when the stream is slow.
+   Checkpoints go to ``execution.checkpointing.dir`` (every 5 s; with the default storage, the
+   JobManager's memory, checkpoints fail once the state passes 5 MiB and the job restarts,
    then fails). Scorer :func:`pipelines.testing.linear_scorer` on ``amount_usd``, threshold at the
    pool's 97th percentile (~3% of events alert). Once the job is RUNNING, events are sent
    (confluent-kafka, keyed by sender, ``linger.ms=1``; the af1 value of a pool event with a new
@@ -98,7 +101,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-LATENCY_ARROW_BATCH = 100  # rows per Arrow batch in the live job: latency over throughput
 BATCH = 1000  # reference scoring batch (= the job's Arrow batch)
 PARTITIONS = 3
 log = functools.partial(print, file=sys.stderr, flush=True)
@@ -683,7 +685,8 @@ def _now_naive_ms():
 
 def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: int, measure_s: float,
                   tag: str, flink_conf: dict, warm_s: float = 60.0, drain_s: float = 5.0,
-                  start_timeout_s: float = 150.0, rate_frac: float = 0.5) -> dict:
+                  start_timeout_s: float = 150.0, rate_frac: float = 0.5, arrow_batch: int = 1000,
+                  watermark_ms: int | None = None) -> dict:
     """Live event->alert latency through the unbounded Kafka job (see the module docstring, 5.)."""
     import dataclasses
 
@@ -693,7 +696,7 @@ def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: i
     from auditflow.money import usd_cents
     from auditflow.records import epoch_millis
     from ingest.kafka_io import delete_topics, ensure_topics, producer_config
-    from pipelines.kafka_job import KafkaJobConfig, start_kafka_job
+    from pipelines.kafka_job import KafkaJobConfig, job_conf, start_kafka_job
     from pipelines.stream_job import StreamSpec
     from pipelines.testing import linear_scorer
 
@@ -704,11 +707,16 @@ def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: i
     conf = dict(flink_conf)
     spec = StreamSpec(scorer_factory=linear_scorer("amount_usd", divisor, 0.5, "bench-latency"),
                       out_of_orderness_ms=bound_ms, allowed_lateness_ms=0, flink_conf=conf,
-                      arrow_batch=LATENCY_ARROW_BATCH)
+                      arrow_batch=arrow_batch)
     topics = {f"{tag}-tx": PARTITIONS, f"{tag}-alerts": PARTITIONS, f"{tag}-dlq": PARTITIONS}
     tx, alerts_topic, dlq = list(topics)
+    # at-least-once: an alert is visible as soon as it is written; with the product's default,
+    # exactly-once, a read_committed reader sees it when the next checkpoint completes
+    # (bench/recovery.py measures that latency)
     cfg = KafkaJobConfig(bootstrap, tx, alerts_topic, dlq, jar, group_id=tag, bounded=False,
-                         job_name=f"{tag}-latency")
+                         job_name=f"{tag}-latency", delivery="at-least-once")
+    if watermark_ms is not None:
+        cfg.watermark_interval_ms = watermark_ms
     ensure_topics(bootstrap, topics)
     received: list[tuple[float, bytes]] = []
     stop = threading.Event()
@@ -899,7 +907,7 @@ def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: i
            "p50": float(np.percentile(arr, 50)) if lat else float("nan"),
            "p99": float(np.percentile(arr, 99)) if lat else float("nan"),
            "max": float(arr.max()) if lat else float("nan"), "min": float(arr.min()) if lat else float("nan"),
-           "tail_events": tail_n, "flink_conf": conf, "threshold_usd": q, "slices": slices}
+           "tail_events": tail_n, "flink_conf": {**job_conf(cfg), **conf}, "threshold_usd": q, "slices": slices}
     log(f"[latency] {len(lat)} of {len(expected)} expected alerts of the measured phase ({m_n:,} events at "
         f"{measured_rate:,.0f}/s): p50 {res['p50']:.0f} ms, p99 {res['p99']:.0f} ms, max {res['max']:.0f} ms; "
         "by send time (s: n p50/p99): " + "; ".join(f"{t}: {n} {a:.0f}/{b:.0f}" for t, n, a, b in slices))
@@ -979,10 +987,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-s", type=float, help="measured seconds of the live stream (default 30; quick 20)")
     ap.add_argument("--rate-frac", type=float, default=0.5, help="live send rate / the p=1 steady rate")
     ap.add_argument("--live-rate", type=float, help="live send rate in events/s (instead of --rate-frac)")
-    ap.add_argument("--buffer-timeout-ms", type=int, default=10,
-                    help="execution.buffer-timeout of the latency job (Flink's default: 100)")
-    ap.add_argument("--bundle-time-ms", type=int, default=100,
-                    help="python.fn-execution.bundle.time of the latency job (Flink's default: 1000)")
+    ap.add_argument("--buffer-timeout-ms", type=int, help="execution.buffer-timeout of the latency job "
+                    "(default: the Kafka job's, 5; Flink's: 100)")
+    ap.add_argument("--watermark-ms", type=int, help="watermark interval of the latency job "
+                    "(default: the Kafka job's, 20; 0: after every record)")
+    ap.add_argument("--arrow-batch", type=int, default=1000,
+                    help="most rows per Arrow batch (and bundle) of the latency job")
+    ap.add_argument("--bundle-time-ms", type=int, help="python.fn-execution.bundle.time of the latency job "
+                    "(default: the Kafka job's, 20; Flink's: 1000)")
     ap.add_argument("--warm-max-s", type=float,
                     help="longest live warm-up at the target rate before lowering it (default 45; quick 20)")
     ap.add_argument("--no-p2", action="store_true", help="skip parallelism 2")
@@ -1084,17 +1096,20 @@ def main(argv: list[str] | None = None) -> int:
                     notes.append("latency n/a: no steady rate measured")
                 else:
                     try:
-                        conf = {"execution.buffer-timeout": f"{args.buffer_timeout_ms} ms",
-                                "python.fn-execution.bundle.time": str(args.bundle_time_ms),
-                                # the job's default checkpoint storage (the JobManager's memory) takes
-                                # at most 5 MiB of state: past that checkpoints fail and the job
-                                # restarts, then fails; a directory makes it the file system's
-                                "execution.checkpointing.dir": (work / "checkpoints").as_uri()}
+                        # the job's default checkpoint storage (the JobManager's memory) takes at
+                        # most 5 MiB of state: past that checkpoints fail and the job restarts,
+                        # then fails; a directory makes it the file system's
+                        conf = {"execution.checkpointing.dir": (work / "checkpoints").as_uri()}
+                        if args.buffer_timeout_ms is not None:
+                            conf["execution.buffer-timeout"] = f"{args.buffer_timeout_ms} ms"
+                        if args.bundle_time_ms is not None:
+                            conf["python.fn-execution.bundle.time"] = str(args.bundle_time_ms)
                         lat = latency_bench(bootstrap, jar, d.events[:50_000],
                                             args.live_rate or args.rate_frac * p1_rate,
                                             args.bound_ms, latency_s, tag, conf,
                                             warm_s=args.warm_max_s or (20.0 if quick else 45.0),
-                                            rate_frac=args.rate_frac)
+                                            rate_frac=args.rate_frac, arrow_batch=args.arrow_batch,
+                                            watermark_ms=args.watermark_ms)
                         if not lat["kept_up"]:
                             notes.append(f"latency: the live Kafka job did not keep up with {lat['target_rate']:,.0f} "
                                          f"events/s ({args.rate_frac} x the file job's steady rate) in its "

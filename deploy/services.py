@@ -873,6 +873,11 @@ class Flink(Service):
             "taskmanager.numberOfTaskSlots": FLINK_SLOTS,
             "taskmanager.memory.process.size": FLINK_TM_PROCESS,
             "parallelism.default": 1,
+            # A TaskManager that died is noticed after 2 failed heartbeat RPCs, 2 s apart (Flink's
+            # default: 10 s apart, so ~20 s of a job's recovery); one alive but slow to answer
+            # still has 20 s (default 50 s) before it is declared lost.
+            "heartbeat.interval": 2000,
+            "heartbeat.timeout": 20000,
             "rest.address": HOST,
             "rest.bind-address": HOST,
             "rest.port": FLINK_REST_PORT,
@@ -945,6 +950,11 @@ class Flink(Service):
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("FLINK_ENV_JAVA_OPTS", None)  # would replace Flink's required --add-opens list
+        # What a local PyFlink job leaves in its process's environment: a TaskManager started from
+        # such a process would send its Python workers to that process's loopback server.
+        for k in ("PYTHON_LOOPBACK_SERVER_ADDRESS", "PYFLINK_GATEWAY_DISABLED", "_PYFLINK_CONN_INFO_PATH",
+                  "_python_worker_execution_mode"):
+            env.pop(k, None)
         venv_bin = str(Path(PYTHON).parent)
         pythonpath = [str(REPO), site_packages()]
         if env.get("PYTHONPATH"):

@@ -907,7 +907,8 @@ def consume_all(
     *,
     quiet_s: float = 2.0,
 ) -> list[ConsumedRecord]:
-    """Read ``topic`` (all partitions, manual assignment, no group, nothing committed).
+    """Read ``topic`` (all partitions, manual assignment, no group, nothing committed), read
+    committed: records of aborted or still open transactions are never returned.
 
     Starts at the beginning (or, with ``from_beginning=False``, at the current end: only new
     records). Stops once ``expect`` records arrived, or no record arrived for ``quiet_s``, and in
@@ -926,6 +927,7 @@ def consume_all(
         enable_auto_commit=False,
         allow_auto_create_topics=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
+        isolation_level="read_committed",
     )
     out: list[ConsumedRecord] = []
     try:

@@ -5,16 +5,30 @@ with ``flink run -py pipelines/kafka_job.py -- ARGS`` (:func:`main` takes every 
 argument, so the job needs nothing of the app layer on the cluster).
 
 * Source: the Kafka table connector, the record value plus its ``topic``, ``partition`` and
-  ``offset``; event time from the wire record, watermarks per partition emitted on every record.
+  ``offset``, read committed; event time from the wire record, watermarks per partition emitted
+  on every record. A fresh job starts at its consumer group's committed offsets (the earliest
+  where the group has none); a restored job at the offsets of its checkpoint. Offsets are
+  committed to the group when a checkpoint completes.
 * Sinks: alerts to the alerts topic; rejected and late records to the dead-letter topic as
-  :class:`auditflow.records.RejectedRecord` JSON plus ``topic`` and ``partition``; the graph
-  through the batched graph writer. Duplicates are counted (``auditflow.duplicate``).
-* Checkpointing every 5 s; sinks are at-least-once, graph writes idempotent on event id.
+  :class:`auditflow.records.RejectedRecord` JSON plus ``topic`` and ``partition``; both
+  **exactly-once** by default (Kafka transactions committed when a checkpoint completes: a reader
+  with ``isolation.level=read_committed`` sees every record once, after at most a checkpoint
+  interval), or at-least-once (``delivery='at-least-once'``: records visible at once; a restart
+  replays the records since the last checkpoint, which readers drop by alert id / offset).
+  Duplicates are counted (``auditflow.duplicate``).
+* Graph writes: the batched graph writer flushes every Arrow batch, and a checkpoint barrier
+  passes the Python operator only after its bundle's results are back, so every event before a
+  checkpoint is in the graph; events replayed after a restore are written again, which the stores
+  ignore (idempotent on event id).
+* Checkpoints every ``checkpoint_interval_ms`` (5 s) to ``checkpoint_dir``, retained on cancel
+  and failure; a job resumes from one (or a savepoint) with ``restore_path``
+  (``execution.state-recovery.path``). Restarts back off exponentially (1 s doubling to 30 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +46,10 @@ from pipelines.stream_job import (
 )
 
 CHECKPOINT_INTERVAL_MS = 5_000
+DELIVERY_GUARANTEES = ("exactly-once", "at-least-once")
+# Kafka aborts a transaction left open longer than this (the broker's transaction.max.timeout.ms
+# defaults to 15 min): longer than a checkpoint plus a recovery, shorter than the broker's cap.
+TRANSACTION_TIMEOUT_MS = 600_000
 
 
 @dataclass
@@ -47,8 +65,33 @@ class KafkaJobConfig:
     bounded: bool = True  # stop at the offsets present at start
     job_name: str = "auditflow-kafka"
     idle_timeout_ms: int = 30_000  # an idle partition stops holding the watermark back after this
+    # 0: a watermark after every record; > 0: every this many ms (fewer, larger timer firings in
+    # the window operator). Features do not depend on it (legs are applied in event-time order
+    # once the watermark passes them); which records are late can, as it does on the order in
+    # which partitions interleave.
+    watermark_interval_ms: int = 20
+    # Latency over throughput where the two conflict: a Python bundle (Arrow batch of up to
+    # StreamSpec.arrow_batch rows) ends when full or after bundle_time_ms; network buffers are
+    # sent when full or after buffer_timeout_ms (Flink's defaults: 1000 ms and 100 ms). Under
+    # load batches stay full, so throughput hardly changes (bench/stream_throughput.py).
+    bundle_time_ms: int = 20
+    buffer_timeout_ms: int = 5
     checkpoint_dir: str | None = None  # durable checkpoint storage (the JobManager's memory holds only 5 MiB)
+    checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS
+    delivery: str = "exactly-once"  # of the alert and dead-letter sinks: see DELIVERY_GUARANTEES
+    restore_path: str | None = None  # a retained checkpoint or savepoint (its directory) to resume from
     extra: dict = field(default_factory=dict)  # further Kafka client properties
+
+    def __post_init__(self) -> None:
+        if self.delivery not in DELIVERY_GUARANTEES:
+            raise ValueError(f"delivery={self.delivery!r}: expected one of {', '.join(DELIVERY_GUARANTEES)}")
+        if self.checkpoint_interval_ms < 10:
+            raise ValueError(f"checkpoint_interval_ms={self.checkpoint_interval_ms!r}: expected >= 10")
+
+    def transactional_id_prefix(self, sink: str) -> str:
+        """Stable across restarts of this job (so a restore aborts its open transactions) and
+        distinct per job and sink (two jobs must never share transactional ids)."""
+        return f"auditflow-{re.sub(r'[^A-Za-z0-9._-]', '_', self.job_name)}-{sink}"
 
 
 @dataclass
@@ -87,9 +130,11 @@ def kafka_source_view(t_env, cfg: KafkaJobConfig, spec: StreamSpec) -> str:
             'topic' = {_sql_str(cfg.topic_transactions)},
             {_kafka_props(cfg)},
             'properties.group.id' = {_sql_str(cfg.group_id)},
-            'scan.startup.mode' = 'earliest-offset',
+            'properties.isolation.level' = 'read_committed',
+            'properties.auto.offset.reset' = 'earliest',
+            'scan.startup.mode' = 'group-offsets',
             {bounded}
-            'scan.watermark.emit.strategy' = 'on-event',
+            'scan.watermark.emit.strategy' = '{"on-periodic" if cfg.watermark_interval_ms else "on-event"}',
             'scan.watermark.idle-timeout' = '{cfg.idle_timeout_ms} ms',
             'format' = 'raw'
         )""")
@@ -101,29 +146,62 @@ def kafka_source_view(t_env, cfg: KafkaJobConfig, spec: StreamSpec) -> str:
     return "af_records"
 
 
-def _sink(t_env, name: str, topic: str, cfg: KafkaJobConfig) -> None:
+def _sink(t_env, name: str, topic: str, cfg: KafkaJobConfig, sink: str) -> None:
+    guarantee = f"'sink.delivery-guarantee' = {_sql_str(cfg.delivery)},"
+    if cfg.delivery == "exactly-once":
+        guarantee += (f"'sink.transactional-id-prefix' = {_sql_str(cfg.transactional_id_prefix(sink))},"
+                      f"'properties.transaction.timeout.ms' = '{TRANSACTION_TIMEOUT_MS}',")
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE {name} (`message` STRING) WITH (
             'connector' = 'kafka',
             'topic' = {_sql_str(topic)},
             {_kafka_props(cfg)},
-            'sink.delivery-guarantee' = 'at-least-once',
+            {guarantee}
             'format' = 'raw'
         )""")
 
 
+def job_conf(cfg: KafkaJobConfig) -> dict[str, str]:
+    """Flink options of the job: checkpoints, recovery, watermarks and batching."""
+    conf = {
+        "execution.checkpointing.interval": f"{cfg.checkpoint_interval_ms} ms",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.checkpointing.num-retained": "3",
+        "execution.checkpointing.min-pause": f"{min(cfg.checkpoint_interval_ms, 1000)} ms",
+    }
+    if cfg.checkpoint_dir:
+        conf["execution.checkpointing.dir"] = Path(cfg.checkpoint_dir).resolve().as_uri()
+    if cfg.restore_path:
+        conf["execution.state-recovery.path"] = Path(cfg.restore_path).resolve().as_uri()
+    if cfg.watermark_interval_ms:
+        conf["pipeline.auto-watermark-interval"] = f"{cfg.watermark_interval_ms} ms"
+    conf["python.fn-execution.bundle.time"] = str(cfg.bundle_time_ms)
+    conf["execution.buffer-timeout"] = f"{cfg.buffer_timeout_ms} ms"
+    return conf
+
+
+def latest_checkpoint(checkpoint_dir: str | Path, job_id: str | None = None) -> Path | None:
+    """The newest complete retained checkpoint under ``checkpoint_dir`` (Flink's layout:
+    ``<job id>/chk-<n>/_metadata``; of job ``job_id`` only, if given), or None.
+
+    Newest by its metadata file's modification time (checkpoint numbers restart with each job)."""
+    root = Path(checkpoint_dir)
+    pattern = f"{job_id}/chk-*/_metadata" if job_id else "*/chk-*/_metadata"
+    found = [(m.stat().st_mtime_ns, int(m.parent.name[4:]), m.parent) for m in root.glob(pattern)
+             if m.parent.name[4:].isdigit()]
+    return max(found)[2] if found else None
+
+
 def build_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
     """The job's statement set: alerts, dead letters (rejects and late records) and graph writes."""
-    conf = dict(spec.flink_conf)
-    if cfg.checkpoint_dir:
-        conf.setdefault("execution.checkpointing.dir", Path(cfg.checkpoint_dir).resolve().as_uri())
-    env, t_env = table_environment(spec.parallelism, extra_jars=[check_connector_jar(cfg.connector_jar)],
-                                   flink_conf=conf)
-    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    conf = {**job_conf(cfg), **spec.flink_conf}
+    _, t_env = table_environment(spec.parallelism, extra_jars=[check_connector_jar(cfg.connector_jar)],
+                                 flink_conf=conf)
     t_env.get_config().set("pipeline.name", cfg.job_name)
     topo = build_topology(t_env, kafka_source_view(t_env, cfg, spec), spec)
-    _sink(t_env, "af_alerts_out", cfg.topic_alerts, cfg)
-    _sink(t_env, "af_dlq_out", cfg.topic_dlq, cfg)
+    _sink(t_env, "af_alerts_out", cfg.topic_alerts, cfg, "alerts")
+    _sink(t_env, "af_dlq_out", cfg.topic_dlq, cfg, "dlq")
     t_env.create_temporary_view("af_rejects_v", topo.rejects)
     t_env.create_temporary_view("af_late_v", topo.late)
     stmts = t_env.create_statement_set()
@@ -164,6 +242,9 @@ def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec) -> list
         args.append("--bounded")
     if cfg.checkpoint_dir:
         args += ["--checkpoint-dir", str(Path(cfg.checkpoint_dir).resolve())]
+    if cfg.restore_path:
+        args += ["--from-savepoint", str(Path(cfg.restore_path).resolve())]
+    args += ["--checkpoint-interval-ms", str(cfg.checkpoint_interval_ms), "--delivery", cfg.delivery]
     if spec.graph_url:
         args += ["--graph-url", spec.graph_url]
         for k, v in spec.graph_options.items():
@@ -190,15 +271,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out-of-orderness-ms", type=int, required=True)
     ap.add_argument("--allowed-lateness-ms", type=int, required=True)
     ap.add_argument("--checkpoint-dir", default=None, help="durable checkpoint storage (a shared path on a cluster)")
+    ap.add_argument("--checkpoint-interval-ms", type=int, default=CHECKPOINT_INTERVAL_MS)
+    ap.add_argument("--delivery", choices=DELIVERY_GUARANTEES, default="exactly-once")
+    ap.add_argument("--from-savepoint", default=None, metavar="PATH",
+                    help="resume from this retained checkpoint or savepoint directory")
+    ap.add_argument("--detached", action="store_true", help="return once submitted (with `flink run --detached`)")
     ap.add_argument("--graph-url", default=None)
     ap.add_argument("--graph-option", action="append", default=[], help="KEY=VALUE for the graph store")
     a = ap.parse_args(argv)
     cfg = KafkaJobConfig(a.bootstrap, a.topic_transactions, a.topic_alerts, a.topic_dlq, a.connector_jar,
                          group_id=a.group_id, bounded=a.bounded, job_name=a.job_name,
-                         checkpoint_dir=a.checkpoint_dir)
+                         checkpoint_dir=a.checkpoint_dir, checkpoint_interval_ms=a.checkpoint_interval_ms,
+                         delivery=a.delivery, restore_path=a.from_savepoint)
     spec = StreamSpec(scorer_factory=partial(batch_scorer, a.model_dir), graph_url=a.graph_url,
                       graph_options=dict(o.split("=", 1) for o in a.graph_option), parallelism=a.parallelism,
                       out_of_orderness_ms=a.out_of_orderness_ms, allowed_lateness_ms=a.allowed_lateness_ms)
+    if a.detached:  # `flink run --detached`: submit, print the job id, return
+        client = start_kafka_job(cfg, spec)
+        print(f"submitted {cfg.job_name}: JobID {client.get_job_id()}", file=sys.stderr)
+        return
     res = run_kafka_job(cfg, spec)
     print(f"job {res.job_name} finished in {res.seconds:.1f}s: processed={res.processed} "
           f"duplicate={res.duplicate}", file=sys.stderr)

@@ -81,6 +81,19 @@ class StreamSpec:
 
 # ------------------------------------------------------------------------------ environment
 
+#: A failed task restarts after 1 s, then 2, 4, ... up to 30 s (with jitter, so restarts of many
+#: jobs spread out); the backoff resets after a minute without failure, and the job fails for
+#: good after 8 restarts in a row that each failed within that minute.
+RESTART_STRATEGY = {
+    "restart-strategy.type": "exponential-delay",
+    "restart-strategy.exponential-delay.initial-backoff": "1 s",
+    "restart-strategy.exponential-delay.max-backoff": "30 s",
+    "restart-strategy.exponential-delay.backoff-multiplier": "2.0",
+    "restart-strategy.exponential-delay.reset-backoff-threshold": "1 min",
+    "restart-strategy.exponential-delay.jitter-factor": "0.1",
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff": "8",
+}
+
 
 def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flink_conf: dict | None = None):
     """A local (MiniCluster) stream + table environment with the job's JVM operators loaded.
@@ -95,9 +108,8 @@ def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flin
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + old)  # once per path, however many jobs run
     conf = Configuration()
     conf.set_string("python.execution-mode", "process")
-    conf.set_string("restart-strategy.type", "fixed-delay")
-    conf.set_string("restart-strategy.fixed-delay.attempts", "3")
-    conf.set_string("restart-strategy.fixed-delay.delay", "2 s")
+    for k, v in RESTART_STRATEGY.items():
+        conf.set_string(k, v)
     conf.set_string("taskmanager.memory.process.size", "1600m")
     # A watermark after every record: which records are late depends on the input order alone.
     conf.set_string("pipeline.auto-watermark-interval", "0 ms")
@@ -111,6 +123,66 @@ def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flin
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("parallelism.default", str(parallelism))
     return env, t_env
+
+
+# ------------------------------------------------------------------------------ worker watchdog
+
+_WATCHDOG: list = []  # the one watchdog thread of this Python worker, once started
+
+
+def _proc_parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])  # the field after "(comm)" state
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _proc_cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def taskmanager_ancestor(pid: int | None = None) -> int | None:
+    """The pid of the TaskManager this process descends from (a Python worker it spawned), or
+    None (a local MiniCluster's workers run inside the client: no TaskManager above them)."""
+    pid = os.getpid() if pid is None else pid
+    for _ in range(8):
+        pid = _proc_parent(pid)
+        if not pid or pid <= 1:
+            return None
+        if b"TaskManagerRunner" in _proc_cmdline(pid):
+            return pid
+    return None
+
+
+def exit_with_taskmanager(poll_s: float = 1.0) -> None:
+    """In a Python worker a cluster's TaskManager spawned, exit when that TaskManager is gone.
+
+    A TaskManager killed with SIGKILL cannot stop its workers, and they do not notice on their own
+    (measured: still alive minutes later, ~220 MB each); the job restarts elsewhere meanwhile, so
+    an orphan only holds memory. Started once per worker process, from the UDFs' ``open``."""
+    import threading
+
+    if _WATCHDOG:
+        return
+    tm = taskmanager_ancestor()
+    if tm is None:
+        _WATCHDOG.append(None)
+        return
+    cmdline = _proc_cmdline(tm)
+
+    def watch():
+        while _proc_cmdline(tm) == cmdline:  # the same process (a reused pid has another cmdline)
+            time.sleep(poll_s)
+        os._exit(70)  # EX_SOFTWARE: nothing to clean up that the job's restart does not redo
+
+    t = threading.Thread(target=watch, name="auditflow-tm-watchdog", daemon=True)
+    _WATCHDOG.append(t)
+    t.start()
 
 
 # ------------------------------------------------------------------------------ SQL pieces
@@ -169,6 +241,7 @@ def _alert_udf(spec: StreamSpec):
             self.factory = factory
 
         def open(self, function_context):
+            exit_with_taskmanager()
             scorer = self.factory()
             self.predict, self.threshold, self.digest = scorer[0], float(scorer[1]), scorer[2]
             if len(scorer) > 3 and tuple(scorer[3]) != tuple(FEATURE_NAMES):
@@ -225,6 +298,7 @@ def _graph_udf(spec: StreamSpec):
         def open(self, function_context):
             from evidence_graph import open_store
 
+            exit_with_taskmanager()
             self.store = open_store(self.url, **self.options)
 
         def eval(self, payload):
