@@ -458,6 +458,9 @@ class RejectedRecord:
         for name in ("source", "raw", "field", "value", "reason", "stage", "raw_sha256", "raw_encoding"):
             if type(getattr(self, name)) is not str:
                 raise FieldError(name, _excerpt(getattr(self, name)), "expected a string")
+        for name in ("field", "reason", "stage"):
+            if not getattr(self, name):
+                raise FieldError(name, "", "missing: a reject names its stage, field and reason")
         if self.offset is not None and type(self.offset) is not int:
             raise FieldError("offset", _excerpt(self.offset), "expected an integer or null")
         if type(self.raw_length) is not int:
