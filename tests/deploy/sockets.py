@@ -96,3 +96,23 @@ def listeners_of(pid: int, sockets: dict[int, tuple[str, int]] | None = None) ->
     sockets = listening_sockets() if sockets is None else sockets
     inodes = set().union(*(socket_inodes(p) for p in process_tree(pid)))
     return sorted(sockets[i] for i in inodes if i in sockets)
+
+
+def flink_run_marked(flink_home: Path, conf_dir: str | Path, script: Path, marker: str, cwd: Path) -> tuple[dict, str]:
+    """``flink run -py script`` against the session cluster: the JSON the job printed on its
+    ``MARKER {...}`` line, and the client's output (in the assertion message if either fails)."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_CONF_DIR": str(conf_dir)}
+    env.pop("FLINK_ENV_JAVA_OPTS", None)
+    res = subprocess.run([str(Path(flink_home) / "bin" / "flink"), "run", "-pyexec", sys.executable, "-py", str(script)],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    m = re.search(rf"^{re.escape(marker)} (\{{.*\}})$", res.stdout, re.M)
+    assert m, out[-4000:]
+    return json.loads(m.group(1)), out

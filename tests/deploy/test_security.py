@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.sockets import is_loopback, listeners_of, listening_sockets, owner_of
+from tests.deploy.sockets import flink_run_marked, is_loopback, listeners_of, listening_sockets, owner_of
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "deploy" / "services"
@@ -96,15 +96,7 @@ def test_a_python_jobs_grpc_servers_on_the_taskmanager_listen_on_loopback_only()
     if s.flink_conf_dir is None:
         pytest.fail("AUDITFLOW_FLINK_CONF_DIR is not set: eval \"$(deploy/services env)\"")
     flink_home = s.flink_home or Path(pyflink.__file__).resolve().parent
-    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_CONF_DIR": str(s.flink_conf_dir)}
-    env.pop("FLINK_ENV_JAVA_OPTS", None)
-    res = subprocess.run([str(flink_home / "bin" / "flink"), "run", "-pyexec", sys.executable, "-py", str(PROBE_JOB)],
-                         capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    m = re.search(r"^LISTENER_PROBE (\{.*\})$", res.stdout, re.M)
-    assert m, out[-4000:]
-    probe = json.loads(m.group(1))
+    probe, _ = flink_run_marked(flink_home, s.flink_conf_dir, PROBE_JOB, "LISTENER_PROBE", REPO)
     assert probe["taskmanager"], probe  # the worker found the TaskManager it descends from
     listeners = [tuple(a) for a in probe["listeners"]]
     # RPC, data and metrics ports, plus the Beam servers of the running worker (>= 3 of them)

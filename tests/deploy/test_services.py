@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.sockets import flink_run_marked
+
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "deploy" / "services"
 TINY_JOB = Path(__file__).resolve().parent / "tiny_keyed_job.py"
@@ -173,16 +175,7 @@ def test_flink_overview_has_a_taskmanager(settings):
 
 def test_flink_run_tiny_keyed_pyflink_job(settings):
     flink_home = Path(settings["FLINK_HOME"])
-    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_CONF_DIR": settings["AUDITFLOW_FLINK_CONF_DIR"]}
-    env.pop("FLINK_ENV_JAVA_OPTS", None)
-    res = subprocess.run([str(flink_home / "bin" / "flink"), "run", "-pyexec", sys.executable,
-                          "-py", str(TINY_JOB)],
-                         capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    m = re.search(r"^TINY_JOB_RESULT (\{.*\})$", res.stdout, re.M)
-    assert m, out[-4000:]
-    result = json.loads(m.group(1))
+    result, out = flink_run_marked(flink_home, settings["AUDITFLOW_FLINK_CONF_DIR"], TINY_JOB, "TINY_JOB_RESULT", REPO)
     assert result["final"] == {"k0": [165, 10], "k1": [145, 10], "k2": [155, 10]}
     assert result["records_out"] == 30
     assert result["worker_pythons"] == [sys.executable]  # python.executable / -pyexec reached the TM
