@@ -196,10 +196,16 @@ def _field(name: str, col: str = "`value`") -> str:
     return f"SPLIT_INDEX({col}, ',', {WIRE_FIELDS.index(name)})"
 
 
+_MIN_TS_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z in epoch ms
+_MAX_TS_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
 def event_time_column(col: str = "`value`") -> str:
     """The computed event-time column of a source table: the wire record's ``ts_ms``."""
     ts = f"TRY_CAST({_field('ts_ms', col)} AS BIGINT)"
-    return f"TO_TIMESTAMP_LTZ(COALESCE({ts}, 0), 3)"
+    # Outside years 1..9999 TO_TIMESTAMP_LTZ gives NULL, and a NULL rowtime fails the job: such a
+    # record gets time 0 here (it cannot move the watermark) and Decode rejects it (field ts_ms).
+    return f"TO_TIMESTAMP_LTZ(CASE WHEN {ts} BETWEEN {_MIN_TS_MS} AND {_MAX_TS_MS} THEN {ts} ELSE 0 END, 3)"
 
 
 def sql_interval(ms: int) -> str:
