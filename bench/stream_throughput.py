@@ -996,7 +996,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bundle-time-ms", type=int, help="python.fn-execution.bundle.time of the latency job "
                     "(default: the Kafka job's, 20; Flink's: 1000)")
     ap.add_argument("--warm-max-s", type=float,
-                    help="longest live warm-up at the target rate before lowering it (default 45; quick 20)")
+                    help="longest live warm-up at the target rate before lowering it (default 45; quick 30)")
     ap.add_argument("--no-p2", action="store_true", help="skip parallelism 2")
     ap.add_argument("--skip-kafka", action="store_true", help="skip produce and live latency")
     ap.add_argument("--memory", action="store_true", help="also the JVM's memory after --memory-events (not quick)")
@@ -1107,7 +1107,7 @@ def main(argv: list[str] | None = None) -> int:
                         lat = latency_bench(bootstrap, jar, d.events[:50_000],
                                             args.live_rate or args.rate_frac * p1_rate,
                                             args.bound_ms, latency_s, tag, conf,
-                                            warm_s=args.warm_max_s or (20.0 if quick else 45.0),
+                                            warm_s=args.warm_max_s or (30.0 if quick else 45.0),
                                             rate_frac=args.rate_frac, arrow_batch=args.arrow_batch,
                                             watermark_ms=args.watermark_ms)
                         if not lat["kept_up"]:
