@@ -181,15 +181,13 @@ def job_conf(cfg: KafkaJobConfig) -> dict[str, str]:
     return conf
 
 
-def latest_checkpoint(checkpoint_dir: str | Path, job_id: str | None = None) -> Path | None:
+def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     """The newest complete retained checkpoint under ``checkpoint_dir`` (Flink's layout:
-    ``<job id>/chk-<n>/_metadata``; of job ``job_id`` only, if given), or None.
+    ``<job id>/chk-<n>/_metadata``), or None.
 
     Newest by its metadata file's modification time (checkpoint numbers restart with each job)."""
-    root = Path(checkpoint_dir)
-    pattern = f"{job_id}/chk-*/_metadata" if job_id else "*/chk-*/_metadata"
-    found = [(m.stat().st_mtime_ns, int(m.parent.name[4:]), m.parent) for m in root.glob(pattern)
-             if m.parent.name[4:].isdigit()]
+    found = [(m.stat().st_mtime_ns, int(m.parent.name[4:]), m.parent)
+             for m in Path(checkpoint_dir).glob("*/chk-*/_metadata") if m.parent.name[4:].isdigit()]
     return max(found)[2] if found else None
 
 

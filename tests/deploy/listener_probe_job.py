@@ -20,20 +20,11 @@ MARKER = "LISTENER_PROBE"
 def probe(_value: int) -> str:
     """Runs in the Python worker: the listeners of the TaskManager this worker descends from."""
     import os
-    from pathlib import Path
 
-    from tests.deploy.sockets import listeners_of  # the daemons' PYTHONPATH has the repo root
+    from pipelines.stream_job import taskmanager_ancestor  # the daemons' PYTHONPATH has the repo root
+    from tests.deploy.sockets import listeners_of
 
-    pid = os.getpid()
-    tm = None
-    for _ in range(8):
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        if b"TaskManagerRunner" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            tm = pid
-            break
+    tm = taskmanager_ancestor()
     return json.dumps({"taskmanager": tm, "listeners": listeners_of(tm) if tm else [],
                        "worker": listeners_of(os.getpid())})
 
