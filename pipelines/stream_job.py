@@ -414,19 +414,20 @@ def job_counts(job_result) -> dict[str, int]:
 def write_wire_file(csv_path: str | Path, wire_path: str | Path) -> tuple[int, list[RejectedRecord]]:
     """The file source's ingestion: the one line reader turns the CSV into wire records.
 
-    Returns (data lines read, rejects); every line is either written or rejected."""
-    from ingest.amlworld import read_transactions
+    Returns (data lines read, rejects); every line is either written or rejected. The records
+    are the producer's own (:func:`ingest.kafka_io.wire_records`), byte for byte."""
+    from ingest.kafka_io import wire_records
 
     n = 0
     rejects: list[RejectedRecord] = []
-    with open(wire_path, "w", encoding="utf-8") as out:
-        for item in read_transactions(csv_path):
+    with open(wire_path, "wb") as out:
+        for item in wire_records(csv_path):
             n += 1
             if isinstance(item, RejectedRecord):
                 rejects.append(item)
             else:
-                out.write(item.to_wire())
-                out.write("\n")
+                out.write(item[1])
+                out.write(b"\n")
     return n, rejects
 
 
