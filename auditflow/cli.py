@@ -280,11 +280,14 @@ def run(
 def produce(
     from_: Annotated[Path, typer.Option("--from", exists=True, dir_okay=False, help="transactions CSV")],
     topic: Annotated[Optional[str], typer.Option(help="default: AUDITFLOW_TOPIC_TRANSACTIONS")] = None,
+    restart: Annotated[bool, typer.Option(
+        "--restart", help="send from the first line, whatever an earlier run of this file committed")] = False,
 ) -> None:
-    """Stream a CSV into Kafka (keyed by sender, acks=all, idempotent); bad rows go to the DLQ."""
+    """Stream a CSV into Kafka (keyed by sender, acks=all, in transactions); bad rows go to the DLQ.
+    Run again after a crash, it goes on after the last committed line: nothing is sent twice."""
     from ingest.kafka_io import produce_command
 
-    produce_command(from_, topic, _settings())
+    produce_command(from_, topic, _settings(), restart=restart)
 
 
 job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")

@@ -24,14 +24,18 @@ spliced in at evenly spaced lines, then, in this order:
   ``auditflow produce`` runs it, ``--repeat`` times into fresh topics; the headline is the
   median -> ``produce_events_per_s``. ``produce_ref_encode_events_per_s``: the same with the fast
   path switched off (every row through parse_line + to_wire), to show what each change brings.
+* **no transactions**: the same with ``resume=False`` (idempotent, not transactional: no
+  resume after a crash) -> ``no_transactions_events_per_s``, the cost of the transactions of
+  :data:`~ingest.kafka_io.RESUME_CHUNK_ROWS` rows and their progress records.
 * **kafka-python**: ``produce_file(client="kafka-python")``, same encoder, once ->
   ``kafka_python_events_per_s``.
 
 Rates are events produced (acknowledged, ``acks=all``) / ``ProduceSummary.elapsed_s`` (producer
 start, connection and idempotence handshake included, to the last acknowledgement). CPU per row
 is this process's user+system time (librdkafka's threads included; the broker not). After each
-produce run: ``read == produced + dead_lettered`` (produce_file raises otherwise) and the topics'
-end offsets add up to exactly the events and dead letters sent (no duplicates, nothing lost).
+produce run: ``read == produced + dead_lettered`` (produce_file raises otherwise) and a
+read_committed reader finds exactly the events (each value once) and dead letters sent (no
+duplicates, nothing lost).
 
 The last line is the headline: ``produce produce_events_per_s=... kafka_python_events_per_s=...
 parse_events_per_s=... ...``.
@@ -90,15 +94,13 @@ def timed(fn):
     return out, time.perf_counter() - t0, cpu_s() - c0
 
 
-def end_offsets_total(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
+def committed(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(records, distinct values) a read_committed reader finds on ``topic``: transaction markers
+    take offsets too, so end offsets no longer count records once production is transactional."""
+    from ingest.kafka_io import consume_all
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        return sum(c.end_offsets(tps).values())
-    finally:
-        c.close(autocommit=False)
+    recs = consume_all(bootstrap, topic, timeout_s=120, quiet_s=0.0)
+    return len(recs), len({r.value for r in recs})
 
 
 def main() -> int:
@@ -162,7 +164,8 @@ def main() -> int:
         del fast, lines
 
         # ---- produce
-        def produce(label: str, client: str, overrides: dict | None = None, fast_wire: bool = True) -> dict:
+        def produce(label: str, client: str, overrides: dict | None = None, fast_wire: bool = True,
+                    **kw) -> dict:
             i = len(made) // 2
             settings = Settings(
                 kafka_bootstrap=bootstrap,
@@ -176,15 +179,18 @@ def main() -> int:
             kafka_io._FAST_WIRE = fast_wire
             try:
                 s, _, cpu = timed(lambda: kafka_io.produce_file(
-                    path, settings, client=client, producer_overrides=overrides, create_topics=False))
+                    path, settings, client=client, producer_overrides=overrides, create_topics=False,
+                    resume=client == "confluent-kafka" and kw.get("resume", True),
+                    **{k: v for k, v in kw.items() if k != "resume"}))
             finally:
                 kafka_io._FAST_WIRE = saved
             assert (s.read, s.produced, s.dead_lettered) == (total, good, bad), s.render()
-            ends = (end_offsets_total(bootstrap, s.topic), end_offsets_total(bootstrap, s.dlq_topic))
-            assert ends == (good, bad), f"{label}: end offsets {ends}, expected {(good, bad)}"
+            (n_ev, d_ev), (n_dl, _) = committed(bootstrap, s.topic), committed(bootstrap, s.dlq_topic)
+            ends = (n_ev, n_dl)
+            assert (n_ev, d_ev, n_dl) == (good, good, bad), f"{label}: committed {ends} ({d_ev} distinct), expected {(good, bad)}"
             r = {"rate": s.events_per_s, "cpu_us": cpu / total * 1e6, "elapsed_s": s.elapsed_s}
             print(f"  {label:<34} {s.events_per_s:>10,.0f} events/s  {r['cpu_us']:5.1f} us CPU/row  "
-                  f"({s.elapsed_s:.2f} s; end offsets {ends[0]:,} + {ends[1]})", flush=True)
+                  f"({s.elapsed_s:.2f} s; committed {ends[0]:,} + {ends[1]})", flush=True)
             return r
 
         try:
@@ -194,6 +200,8 @@ def main() -> int:
             results["produce (confluent-kafka)"] = {
                 "rate": med, "cpu_us": statistics.median(r["cpu_us"] for r in runs),
             }
+            results["produce, no transactions"] = produce(
+                "confluent-kafka, resume=False", "confluent-kafka", resume=False)
             results["produce, reference encoding"] = produce(
                 "confluent-kafka, reference encoding", "confluent-kafka", fast_wire=False)
             if args.tuning:
@@ -206,6 +214,9 @@ def main() -> int:
                     ("confluent-kafka linger.ms=50", {"linger.ms": 50}),
                 ]:
                     results[label] = produce(label, "confluent-kafka", ov)
+                for rows in (10_000, 20_000, 200_000):
+                    label = f"confluent-kafka chunk_rows={rows}"
+                    results[label] = produce(label, "confluent-kafka", chunk_rows=rows)
             if not args.skip_kafka_python:
                 results["produce (kafka-python)"] = produce("kafka-python", "kafka-python")
         finally:
@@ -224,6 +235,7 @@ def main() -> int:
         "encode_events_per_s": round(results["encode"]["rate"]),
         "reference_encode_events_per_s": round(results["reference encode"]["rate"]),
         "produce_ref_encode_events_per_s": round(results["produce, reference encoding"]["rate"]),
+        "no_transactions_events_per_s": round(results["produce, no transactions"]["rate"]),
         "client": kafka_io.DEFAULT_CLIENT,
         "speedup_vs_kafka_python": f"{chosen / kp:.1f}" if kp else "na",
         "rows": total,

@@ -20,6 +20,9 @@
   idempotent with ``acks='all'`` (per-key order kept: one partition per key, murmur2 like the Java
   client); every record is acknowledged before it returns, and ``read == produced + dead_lettered``
   is checked (:class:`ProduceError` otherwise, also for any record the broker refused).
+  It resumes (see "resume" below): rows go in Kafka transactions of
+  :data:`RESUME_CHUNK_ROWS`, each with a progress record, so a run started again after a crash
+  goes on after the last committed row and read_committed readers get every row exactly once.
 * Throughput (``bench/produce.py``): the client is confluent-kafka (librdkafka: batching, lz4,
   linger and the network on its own threads, ~3 us of Python per record) rather than kafka-python
   (pure Python, ~70 us a record in the client: ~11k events/s here at best), and rows go from CSV
@@ -44,8 +47,11 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import hashlib
+import itertools
+import json
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -144,7 +150,8 @@ def _partition_counts(admin, names: Sequence[str]) -> dict[str, int]:
 
 
 def ensure_topics(
-    bootstrap: str, topics: dict[str, int], *, replication_factor: int = 1, timeout_s: float = 30.0
+    bootstrap: str, topics: dict[str, int], *, replication_factor: int = 1, timeout_s: float = 30.0,
+    configs: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, str]:
     """Make sure every topic exists with exactly the given partition count.
 
@@ -152,6 +159,7 @@ def ensure_topics(
     has a leader. Idempotent; safe against a concurrent creator. Returns ``{topic: "created" |
     "exists"}``. Raises :class:`TopicPartitionMismatch` if a topic exists with another partition
     count (often: auto-created with the broker default by a client that wrote to it first).
+    ``configs``: topic settings for the ones it creates (``{topic: {"cleanup.policy": "compact"}}``).
     """
     from kafka import errors as kerr
 
@@ -168,7 +176,8 @@ def ensure_topics(
         missing = {t: n for t, n in topics.items() if t not in existing}
         if missing:
             res = admin.create_topics(
-                {t: {"num_partitions": n, "replication_factor": replication_factor} for t, n in missing.items()},
+                {t: {"num_partitions": n, "replication_factor": replication_factor,
+                     **({"configs": configs[t]} if configs and t in configs else {})} for t, n in missing.items()},
                 timeout_ms=timeout_ms,
                 raise_errors=False,
             )
@@ -210,13 +219,14 @@ def _require_topics(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
 
 
 def delete_topics(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 30.0) -> None:
-    """Delete the topics that exist (missing ones are ignored) and wait until the broker no
-    longer lists them, so that re-creating one of the same name right after works."""
+    """Delete the topics that exist (missing ones are ignored), with the producer progress topic
+    of each (:func:`progress_topic`), and wait until the broker no longer lists them, so that
+    re-creating one of the same name right after works."""
     from kafka.errors import KafkaTimeoutError
 
     admin = _admin(bootstrap)
     try:
-        wanted = set(topics)
+        wanted = {n for t in topics for n in (t, progress_topic(t))}
         names = sorted(wanted & set(admin.list_topics()))
         if names:
             admin.delete_topics(names, timeout_ms=int(timeout_s * 1000))
@@ -447,15 +457,22 @@ def wire_record(line: str | bytes, lineno: int, source: str = "", *,
 
 
 def wire_records(file: str | Path | BinaryIO, *, source: str | None = None,
-                 time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW) -> Iterator[tuple[bytes, bytes] | RejectedRecord]:
+                 time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW,
+                 skip: int = 0) -> Iterator[tuple[bytes, bytes] | RejectedRecord]:
     """Stream a transactions CSV (a path or a binary file) as :func:`wire_record` items, in file
     order, one per data line: the lines of :func:`~ingest.amlworld.read_lines`, the reader
-    read_transactions uses (same header check, line numbers, rejects)."""
+    read_transactions uses (same header check, line numbers, rejects). ``skip``: leave out the
+    first ``skip`` data lines (read, not encoded: a resumed producer's committed lines)."""
     if source is None:
         source = str(file) if isinstance(file, (str, Path)) else ""
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0, got {skip}")
     fast = _fast_wire if _FAST_WIRE else None
     window_ms = _window_ms(time_window)
-    for lineno, text in read_lines(file, source):
+    lines = read_lines(file, source)
+    if skip:
+        next(itertools.islice(lines, skip - 1, skip), None)
+    for lineno, text in lines:
         if type(text) is not str:
             yield text
             continue
@@ -612,6 +629,180 @@ class _KafkaDeliveryError(RuntimeError):
         self.kafka_error = err
 
 
+# ------------------------------------------------------------------------------------ resume
+#
+# A resumable produce sends the file in Kafka transactions of RESUME_CHUNK_ROWS data lines each
+# (their events and their dead letters), and writes, inside the same transaction, one record to
+# the topic's progress topic (compacted, one partition): key = the file's resolved path, value =
+# a ProduceProgress (data lines committed so far, their counts, the topic's id and a fingerprint
+# of the file's head). A chunk's records and its progress become visible to read_committed
+# readers together or not at all. A restart uses the same transactional.id (derived from topic
+# and file): init_transactions fences a producer still alive with it and aborts its open
+# transaction; then the last committed progress says where to go on. So after a crash every
+# line reaches the topics exactly once (read_committed; the stream job's source reads so).
+
+#: Data lines per transaction of a resumable produce (bench/produce.py measures the cost).
+RESUME_CHUNK_ROWS = 50_000
+#: Bytes at the start of a file whose SHA-256 identifies it on resume.
+HEAD_BYTES = 1 << 20
+PROGRESS_SUFFIX = ".progress"
+PROGRESS_SCHEMA = "auditflow.produce_progress/1"
+#: How long an open transaction of a producer that died holds back read_committed readers at
+#: most, if no restart aborts it first (the broker aborts it then).
+TRANSACTION_TIMEOUT_MS = 60_000
+
+
+def progress_topic(topic: str) -> str:
+    """The compacted topic where a resumable produce into ``topic`` records what it committed."""
+    return topic + PROGRESS_SUFFIX
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceProgress:
+    """What resumable :func:`produce_file` runs committed of one file to one topic."""
+
+    file: str  # resolved path: the record's key
+    topic: str
+    topic_id: str  # the topic's Kafka id: a topic deleted and made again starts afresh
+    rows: int  # data lines committed (their events and dead letters), from the first one
+    events: int
+    dead_letters: int
+    head_bytes: int  # the file's first head_bytes bytes ...
+    head_sha256: str  # ... hash to this
+    complete: bool  # the run that wrote it reached the end of the file
+
+    def to_json(self) -> bytes:
+        return json.dumps({"schema": PROGRESS_SCHEMA, **dataclasses.asdict(self)},
+                          sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, value: bytes) -> ProduceProgress:
+        d = json.loads(value)
+        if d.pop("schema", None) != PROGRESS_SCHEMA:
+            raise ValueError(f"not a {PROGRESS_SCHEMA} record")
+        return cls(**d)
+
+
+def _file_head(path: Path, limit: int) -> tuple[int, str]:
+    """(bytes hashed, SHA-256 hex) of the first ``limit`` bytes of ``path`` (fewer if shorter)."""
+    h = hashlib.sha256()
+    n = 0
+    with open(path, "rb") as fh:
+        while n < limit and (block := fh.read(min(1 << 16, limit - n))):
+            h.update(block)
+            n += len(block)
+    return n, h.hexdigest()
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("ingest.kafka_io.librdkafka")})
+    return str(admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id)
+
+
+def transactional_id(topic: str, file: str) -> str:
+    """The transactional.id of resumable runs of ``file`` (resolved path) into ``topic``: stable,
+    so a restart fences the run before it and aborts what it left open."""
+    return "auditflow-produce-" + hashlib.sha256(f"{topic}\0{file}".encode()).hexdigest()[:24]
+
+
+def read_progress(bootstrap: str, topic: str, file: str | Path, timeout_s: float = 90.0) -> ProduceProgress | None:
+    """The last committed progress of ``file`` into ``topic`` (None if there is none).
+
+    It reads the progress topic read_committed up to its high watermark as of the call, so it
+    waits for transactions open at that moment (other files' runs into the same topic) to end:
+    one of them may lie before this file's last committed record, and a read_committed reader
+    stops at the first open transaction. ``ProduceError`` if that takes over ``timeout_s``
+    (beyond the transaction timeout the broker aborts such a transaction itself)."""
+    from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    ptopic = progress_topic(topic)
+    if ptopic not in _partition_counts_of(bootstrap, [ptopic]):
+        return None
+    key = str(Path(file).resolve()).encode()
+    quiet = logging.getLogger("ingest.kafka_io.librdkafka")
+    tp = TopicPartition(ptopic, 0)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+    hw = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_UNCOMMITTED)[tp].result(30).offset
+    if hw <= 0:
+        return None
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"auditflow-progress-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+        "logger": quiet,
+    })
+    last = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer.assign([TopicPartition(ptopic, 0, 0)])
+        while True:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                if msg.key() == key and msg.value() is not None:
+                    last = msg.value()
+                continue
+            if msg is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+                raise ProduceError(f"reading {ptopic!r}: {msg.error().str()}")
+            if consumer.position([tp])[0].offset >= hw:
+                break
+            if time.monotonic() >= deadline:
+                raise ProduceError(f"{ptopic!r}: a transaction open for over {timeout_s:.0f} s holds back its "
+                                   "committed progress records")
+    finally:
+        consumer.close()
+    return None if last is None else ProduceProgress.from_json(last)
+
+
+def _partition_counts_of(bootstrap: str, names: Sequence[str]) -> dict[str, int]:
+    admin = _admin(bootstrap)
+    try:
+        return _partition_counts(admin, list(names))
+    finally:
+        admin.close()
+
+
+@dataclass(slots=True)
+class _Resume:
+    """One resumable run: where it starts and what it writes after each transaction."""
+
+    file: str
+    topic: str
+    topic_id: str
+    head: tuple[int, str]
+    skip: int = 0  # data lines committed by earlier runs
+    events: int = 0  # ... and their counts
+    dead_letters: int = 0
+
+    def record(self, rows: int, events: int, dead: int, complete: bool) -> bytes:
+        return ProduceProgress(self.file, self.topic, self.topic_id, self.skip + rows, self.events + events,
+                               self.dead_letters + dead, self.head[0], self.head[1], complete).to_json()
+
+
+def _plan_resume(bootstrap: str, topic: str, path: Path, restart: bool) -> _Resume:
+    """Where a resumable run of ``path`` into ``topic`` starts: after the committed progress,
+    unless ``restart``, the topic was made again since, or there is none. A file whose head no
+    longer matches the progress raises ProduceError (it is not the file that was sent)."""
+    file = str(path.resolve())
+    run = _Resume(file, topic, _topic_id(bootstrap, topic), _file_head(path, HEAD_BYTES))
+    prev = None if restart else read_progress(bootstrap, topic, file)
+    if prev is None:
+        return run
+    if prev.topic_id != run.topic_id:
+        _log.warning("%s: progress recorded for an earlier topic %r (id %s, now %s): sending from the start",
+                     file, topic, prev.topic_id, run.topic_id)
+        return run
+    if _file_head(path, prev.head_bytes) != (prev.head_bytes, prev.head_sha256):
+        raise ProduceError(
+            f"{path}: its first {prev.head_bytes} bytes differ from the file whose first {prev.rows} data "
+            f"lines were committed to {topic!r}: not the same file, so it cannot resume (to send it from the "
+            f"start anyway: restart)")
+    run.skip, run.events, run.dead_letters = prev.rows, prev.events, prev.dead_letters
+    return run
+
+
 @dataclass(slots=True)
 class ProduceSummary:
     """What :func:`produce_file` read, produced (acknowledged) and dead-lettered."""
@@ -625,6 +816,8 @@ class ProduceSummary:
     elapsed_s: float = 0.0
     partitions: dict[int, int] = field(default_factory=dict)  # events per partition of ``topic``
     client: str = DEFAULT_CLIENT
+    skipped: int = 0  # data lines committed by earlier runs (resume): not read into counts, not sent
+    resumable: bool = False  # sent in transactions with progress records
 
     @property
     def events_per_s(self) -> float:
@@ -642,8 +835,9 @@ class ProduceSummary:
         return d
 
     def render(self) -> str:
+        resumed = f" (after {self.skipped} rows committed earlier)" if self.skipped else ""
         return (
-            f"{self.source}: {self.read} rows read, {self.produced} events -> {self.topic}, "
+            f"{self.source}: {self.read} rows read{resumed}, {self.produced} events -> {self.topic}, "
             f"{self.dead_lettered} dead-lettered -> {self.dlq_topic} in {self.elapsed_s:.2f} s "
             f"({self.events_per_s:,.0f} events/s)"
         )
@@ -667,6 +861,9 @@ def produce_file(
     create_topics: bool = True,
     producer_overrides: dict[str, Any] | None = None,
     client: str = DEFAULT_CLIENT,
+    resume: bool = True,
+    restart: bool = False,
+    chunk_rows: int = RESUME_CHUNK_ROWS,
 ) -> ProduceSummary:
     """Stream ``csv_path`` into Kafka; bad rows go to the DLQ. See the module docstring.
 
@@ -679,11 +876,21 @@ def produce_file(
     :class:`~auditflow.errors.FieldError` before any topic is made or anything is sent.
     ``client`` is ``"confluent-kafka"`` (the default) or ``"kafka-python"`` (about 7x slower,
     kept for comparison); ``producer_overrides`` use that client's own setting names.
+
+    ``resume`` (confluent-kafka only): send in transactions of ``chunk_rows`` data lines with a
+    progress record each (see "resume" above), and start after the lines an earlier run of the
+    same file into the same topic committed: after a crash, or once more after a complete run
+    (nothing is sent again; lines appended since are). ``restart`` sends from the first line
+    whatever was committed. The summary's counts are this run's; ``skipped`` the lines before.
     """
     if client not in CLIENTS:
         raise ValueError(f"unknown producer client {client!r} (one of {', '.join(CLIENTS)})")
     if progress_every < 1:
         raise ValueError(f"progress_every must be positive, got {progress_every}")
+    if resume and client != "confluent-kafka":
+        raise ValueError(f"resume needs the confluent-kafka client (transactions), not {client!r}: pass resume=False")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     source = str(csv_path)
     topic = topic or settings.topic_transactions
     dlq = dlq_topic or settings.topic_dlq
@@ -696,25 +903,37 @@ def produce_file(
             ensure_topics(settings.kafka_bootstrap, {topic: settings.topic_partitions, dlq: settings.topic_partitions})
         else:
             _require_topics(settings.kafka_bootstrap, [topic, dlq])
+        config = producer_config(settings.kafka_bootstrap, client, **(producer_overrides or {}))
+        plan = None
+        if resume:
+            ensure_topics(settings.kafka_bootstrap, {progress_topic(topic): 1},
+                          configs={progress_topic(topic): {"cleanup.policy": "compact"}})
+            config["transactional.id"] = transactional_id(topic, str(Path(csv_path).resolve()))
+            config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
         items = _chain_first(first, rows) if first is not None else iter(())
-        send = _send_confluent if client == "confluent-kafka" else _send_kafka_python
         acks = _Acks()
-        read, sent, dead, elapsed = send(
-            items,
-            topic,
-            dlq,
-            source,
-            producer_config(settings.kafka_bootstrap, client, **(producer_overrides or {})),
-            acks,
-            progress,
-            progress_every,
-            max_unacked,
-            flush_timeout_s,
-        )
+        if client == "confluent-kafka":
+            def start_after_committed() -> tuple[_Resume, Iterator]:
+                """Called once the producer fenced any earlier one: the plan, and the items from there."""
+                nonlocal rows
+                start = _plan_resume(settings.kafka_bootstrap, topic, Path(csv_path), restart)
+                if not start.skip:
+                    return start, items
+                rows.close()
+                rows = wire_records(csv_path, time_window=settings.event_time_window, skip=start.skip)
+                return start, rows
+
+            read, sent, dead, elapsed, plan = _send_confluent(
+                items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s,
+                resume=start_after_committed if resume else None, chunk_rows=chunk_rows)
+        else:
+            read, sent, dead, elapsed = _send_kafka_python(
+                items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s)
     finally:
         rows.close()
     _raise_if_failed(acks, f"by {settings.kafka_bootstrap}")
-    summary = ProduceSummary(source=source, topic=topic, dlq_topic=dlq, client=client)
+    summary = ProduceSummary(source=source, topic=topic, dlq_topic=dlq, client=client, resumable=resume,
+                             skipped=plan.skip if plan is not None else 0)
     summary.elapsed_s = elapsed
     summary.read = read
     summary.produced = acks.acknowledged(topic)
@@ -734,12 +953,18 @@ def _dead_letter(item: RejectedRecord, source: str) -> bytes:
     return dataclasses.replace(item, stage=DLQ_STAGE, source=source).to_json().encode()
 
 
-def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s):
+def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s,
+                    *, resume=None, chunk_rows=RESUME_CHUNK_ROWS):
     """The send loop on confluent-kafka (librdkafka): ``produce()`` only enqueues (batching,
     compression, the network and retries run on librdkafka's threads, outside the GIL); delivery
     reports are served by ``poll()`` every :data:`POLL_EVERY` rows, and ``queue.buffering.max.messages``
     = ``max_unacked`` bounds the records enqueued but not yet reported (``BufferError`` beyond:
-    then reports are served until there is room)."""
+    then reports are served until there is room).
+
+    With ``resume`` (a callable giving the :class:`_Resume` plan and the items to send, called
+    after ``init_transactions`` has fenced any earlier producer of the same transactional.id and
+    aborted its open transaction): one transaction per ``chunk_rows`` rows, each ending with its
+    progress record."""
     from confluent_kafka import KafkaException, Producer
 
     fatal: list = []
@@ -764,8 +989,20 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
     produce, poll = producer.produce, producer.poll
     read = sent = dead = 0
     ok = False
+    plan = None
     t0 = time.perf_counter()
+
+    def commit(complete: bool) -> None:
+        """The chunk's progress record, then commit: the chunk becomes visible with it, or not at all."""
+        produce(progress_topic(topic), plan.record(read, sent, dead, complete), plan.file.encode())
+        producer.commit_transaction(flush_timeout_s)
+        check()
+
     try:
+        if resume is not None:
+            producer.init_transactions(flush_timeout_s)
+            plan, items = resume()
+            producer.begin_transaction()
         for item in items:
             read += 1
             if type(item) is tuple:
@@ -792,6 +1029,11 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
                 check()
                 if progress is not None:
                     progress(read, sent, dead)
+            if plan is not None and read % chunk_rows == 0:
+                commit(False)
+                producer.begin_transaction()
+        if plan is not None:
+            commit(True)
         left = producer.flush(flush_timeout_s)  # every delivery report is served after it
         elapsed = time.perf_counter() - t0
         if fatal:
@@ -799,13 +1041,23 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
         if left:
             raise ProduceError(f"{left} record(s) not acknowledged within {flush_timeout_s} s")
         ok = True
-    except KafkaException as e:  # refused at once by the client (e.g. a record too large)
+    except KafkaException as e:  # refused by the client (e.g. a record too large) or the transaction failed
+        if plan is not None:  # a failed transaction refuses what follows: name what failed it
+            poll(1.0)
+            _raise_if_failed(acks, "in a transaction that had to be aborted")
+            raise ProduceError(f"the transaction open after row {read} failed: {e}") from e
         raise ProduceError(f"row {read} refused by the producer: {e}") from e
     finally:
-        if not ok:  # drop what is still queued, serve the reports, free the client
-            producer.purge()
+        if not ok:  # drop what is still queued (abort the open transaction), free the client
+            if plan is not None:
+                try:
+                    producer.abort_transaction(10)
+                except KafkaException:
+                    pass
+            else:
+                producer.purge()
             producer.flush(5)
-    return read, sent, dead, elapsed
+    return read, sent, dead, elapsed, plan
 
 
 def _send_kafka_python(items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s):
@@ -987,8 +1239,9 @@ def count_data_lines(path: str | Path, chunk: int = 1 << 20) -> int:
     return max(0, n - 1)
 
 
-def produce_command(file: str | Path, topic: str | None, settings: Settings) -> ProduceSummary:
-    """``auditflow produce --from FILE --topic T``: produce with a progress bar, print the counts."""
+def produce_command(file: str | Path, topic: str | None, settings: Settings, *, restart: bool = False) -> ProduceSummary:
+    """``auditflow produce --from FILE --topic T [--restart]``: produce (resumable) with a progress
+    bar, print the counts."""
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import (
@@ -1021,8 +1274,10 @@ def produce_command(file: str | Path, topic: str | None, settings: Settings) -> 
             dt = time.perf_counter() - t0
             bar.update(task, completed=read, dlq=dead, rate=f"{read / dt:,.0f} rows/s" if dt > 0 else "")
 
-        summary = produce_file(file, settings, topic=topic, progress=on_progress)
+        summary = produce_file(file, settings, topic=topic, progress=on_progress, restart=restart)
         bar.update(task, total=summary.read, completed=summary.read)
+    if summary.skipped:
+        console.print(f"resumed: the first {summary.skipped} rows were committed by an earlier run and not sent again")
     console.print(
         f"[green]produced[/] {summary.produced} events to [bold]{escape(summary.topic)}[/] "
         f"(partitions {', '.join(f'{p}: {n}' for p, n in summary.partitions.items()) or '-'}), "

@@ -330,7 +330,8 @@ def produced(request, spliced_csv, topic_name, bootstrap):
     )
     calls: list[tuple[int, int, int]] = []
     summary = kafka_io.produce_file(
-        spliced_csv[0], settings, progress=lambda *a: calls.append(a), progress_every=250, client=client
+        spliced_csv[0], settings, progress=lambda *a: calls.append(a), progress_every=250, client=client,
+        resume=client == "confluent-kafka",
     )
     n_bad = len(spliced_csv[1])
     recs = kafka_io.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=summary.produced)
