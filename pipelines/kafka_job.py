@@ -119,7 +119,7 @@ def kafka_source_view(t_env, cfg: KafkaJobConfig, spec: StreamSpec) -> str:
     bounded = "'scan.bounded.mode' = 'latest-offset'," if cfg.bounded else ""
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE af_kafka_in (
-            `value` STRING,
+            `value` BYTES,
             `topic` STRING METADATA VIRTUAL,
             `partition` INT METADATA VIRTUAL,
             `offset` BIGINT METADATA VIRTUAL,

@@ -200,8 +200,8 @@ _MIN_TS_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z in epoch ms
 _MAX_TS_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-def event_time_column(col: str = "`value`") -> str:
-    """The computed event-time column of a source table: the wire record's ``ts_ms``."""
+def event_time_column(col: str = "CAST(`value` AS STRING)") -> str:
+    """The computed event-time column of a source table (``value`` BYTES): the wire record's ``ts_ms``."""
     ts = f"TRY_CAST({_field('ts_ms', col)} AS BIGINT)"
     # Outside years 1..9999 TO_TIMESTAMP_LTZ gives NULL, and a NULL rowtime fails the job: such a
     # record gets time 0 here (it cannot move the watermark) and Decode rejects it (field ts_ms).
@@ -225,10 +225,12 @@ def watermark_clause(spec: StreamSpec) -> str:
 
 def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str) -> str:
     """A :class:`auditflow.records.RejectedRecord` as JSON (plus ``topic`` and ``partition``) from a
-    side output's columns ``src, off, topic, part, raw``."""
+    side output's columns ``src, off, topic, part, raw, raw_length, raw_sha256, raw_encoding``
+    (capped in the JVM: at most MAX_RAW_BYTES of the record, base64 if it is not UTF-8)."""
     return ("JSON_OBJECT('schema' VALUE " + _sql_str(_schema("rejected")) + ", 'source' VALUE `src`, "
             "'offset' VALUE `off`, 'topic' VALUE `topic`, 'partition' VALUE `part`, "
-            "'raw' VALUE `raw`, 'field' VALUE " + field_expr + ", "
+            "'raw' VALUE `raw`, 'raw_length' VALUE `raw_length`, 'raw_sha256' VALUE `raw_sha256`, "
+            "'raw_encoding' VALUE `raw_encoding`, 'field' VALUE " + field_expr + ", "
             "'value' VALUE " + value_expr + ", 'reason' VALUE " + reason_expr + ", 'stage' VALUE "
             + _sql_str(stage) + ")")
 
@@ -339,8 +341,8 @@ class Topology:
 
 
 def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
-    """Wire the job over a view ``(value STRING, src STRING, off BIGINT, topic STRING, part INT,
-    ts rowtime)``: the record, where it came from (a path or ``topic/partition``, and its line or
+    """Wire the job over a view ``(value BYTES, src STRING, off BIGINT, topic STRING, part INT,
+    ts rowtime)``: the record's bytes, where it came from (a path or ``topic/partition``, and its line or
     Kafka offset; topic and partition are NULL for files) and its event time."""
     from pyflink.datastream.data_stream import DataStream
     from pyflink.java_gateway import get_gateway
@@ -434,7 +436,7 @@ def write_wire_file(csv_path: str | Path, wire_path: str | Path) -> tuple[int, l
 def file_source_view(t_env, wire_path: str | Path, spec: StreamSpec, source: str) -> str:
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE af_wire_file (
-            `value` STRING,
+            `value` BYTES,
             `ts` AS {event_time_column()},
             {watermark_clause(spec)}
         ) WITH ('connector' = 'filesystem', 'path' = {_sql_str(str(Path(wire_path).resolve()))}, 'format' = 'raw')""")

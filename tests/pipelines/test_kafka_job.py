@@ -14,6 +14,7 @@ tests/conftest.py.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import uuid
 from datetime import datetime
@@ -21,7 +22,7 @@ from datetime import datetime
 import pytest
 
 from auditflow import flow
-from auditflow.records import PAYMENT_FORMATS, TransactionEvent
+from auditflow.records import MAX_RAW_BYTES, PAYMENT_FORMATS, RejectedRecord, TransactionEvent
 from auditflow.settings import Settings
 from evidence_graph import trace_evidence
 from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
@@ -29,7 +30,10 @@ from ingest.synthetic import generate, write_dataset
 
 pytestmark = pytest.mark.services("kafka", "neo4j")
 
-MALFORMED = [b"{not json", b'{"schema":"auditflow.transaction/1"}', b"", "caf\u00e9,1,2".encode()]
+#: Records the job must dead-letter; the last two once failed it: bytes that are not UTF-8 (kept
+#: as base64 now) and a 700 KB record whose dead letter was 1.4 MB of JSON, beyond Kafka's 1 MiB.
+MALFORMED = [b"{not json", b'{"schema":"auditflow.transaction/1"}', b"", "caf\u00e9,1,2".encode(),
+             b"af1,\xff\xfe,1", b'"' * 700_000]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +97,9 @@ def test_dead_letters_carry_offsets_and_counts_balance(world, local_run):
     for (partition, offset), raw in zip(world["bad_offsets"], MALFORMED):
         d = by_offset[(partition, offset)]
         assert d["topic"] == k.topic_transactions and d["stage"] == "decode"
-        assert d["raw"] == raw.decode("utf-8") and d["field"] == "value"
+        assert (d["raw_length"], d["raw_sha256"]) == (len(raw), hashlib.sha256(raw).hexdigest())
+        assert RejectedRecord.from_dict(d).raw_bytes() == raw[:MAX_RAW_BYTES] and d["field"] == "value"
+        assert d["raw_encoding"] == ("base64" if b"\xff" in raw else "utf-8")
         assert d["reason"]
     nodes, edges = local_run["counts"]
     res = local_run["result"]

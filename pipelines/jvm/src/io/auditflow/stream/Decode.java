@@ -15,8 +15,10 @@ import java.util.HashMap;
  * features. What it lets through {@code from_wire} decodes, so the Python stages after it never
  * meet a record they cannot read.
  *
- * <p>Input rows: {@code value, src, off, topic, part} with event time. A record is late when its
- * time plus the allowed lateness is at or behind this operator's watermark.
+ * <p>Input rows: {@code value} (the record's bytes), {@code src, off, topic, part} with event time.
+ * Bytes that are not UTF-8 are a reject (field {@code value}, base64 raw). A record is late when
+ * its time plus the allowed lateness is at or behind this operator's watermark. Dead letters are
+ * capped ({@link DeadLetter}).
  */
 final class Decode extends ProcessFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -90,19 +92,33 @@ final class Decode extends ProcessFunction<Row, Row> {
         return out;
     }
 
+    private static final byte[] NO_BYTES = new byte[0];
+
     private void reject(Row in, Context ctx, String field, String value, String reason) {
+        byte[] b = (byte[]) in.getField(0);
+        emit(in, ctx, b == null ? NO_BYTES : b, true, field, value, reason);
+    }
+
+    private static void emit(Row in, Context ctx, byte[] b, boolean utf8, String field, String value, String reason) {
+        Object[] raw = DeadLetter.raw(b, utf8);
         ctx.output(StreamFeatures.REJECTS, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4),
-                in.getField(0) == null ? "" : in.getField(0), field, value, reason));
+                raw[0], raw[1], raw[2], raw[3], field, DeadLetter.cut(value, DeadLetter.MAX_VALUE_CHARS), reason));
     }
 
     @Override
     public void processElement(Row in, Context ctx, Collector<Row> out) {
-        String v = (String) in.getField(0);
+        byte[] bytes = (byte[]) in.getField(0);
+        String v = bytes == null ? null : DeadLetter.text(bytes);
+        if (bytes != null && v == null) {
+            int at = DeadLetter.invalidAt(bytes);
+            emit(in, ctx, bytes, false, "value", String.format("\\x%02x", bytes[at] & 0xFF),
+                    "not valid UTF-8 at byte " + at);
+            return;
+        }
         String[] f = v == null ? null : split(v);
         if (f == null || !TAG.equals(f[0])) {
             String raw = v == null ? "" : v;
-            reject(in, ctx, "value", raw.length() > 80 ? raw.substring(0, 80) : raw,
-                    "not an " + TAG + " wire record of " + FIELDS + " fields");
+            reject(in, ctx, "value", DeadLetter.cut(raw, 80), "not an " + TAG + " wire record of " + FIELDS + " fields");
             return;
         }
         for (int i : INT_FIELDS) {
@@ -145,8 +161,9 @@ final class Decode extends ProcessFunction<Row, Row> {
         }
         long wm = ctx.timerService().currentWatermark();
         if (wm != Long.MIN_VALUE && ts + latenessMs <= wm) {
-            ctx.output(StreamFeatures.LATE, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4), v,
-                    f[F_TS], wm));
+            Object[] raw = DeadLetter.raw(bytes, true); // a valid record: all of it
+            ctx.output(StreamFeatures.LATE, Row.of(in.getField(1), in.getField(2), in.getField(3), in.getField(4), raw[0],
+                    raw[1], raw[2], raw[3], f[F_TS], wm));
             return;
         }
         long paidUnits = Long.parseLong(f[F_PU]);

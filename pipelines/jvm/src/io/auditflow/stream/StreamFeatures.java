@@ -46,16 +46,20 @@ public final class StreamFeatures {
             new String[] {"eid", "ts", "offset", "snd", "rcv", "paid_cents", "recv_cents", "payload", "ev"});
     /** What the job reads: the record, where it came from and (as the stream's timestamp) its event time. */
     static final RowTypeInfo RECORDS = new RowTypeInfo(
-            new TypeInformation<?>[] {Types.STRING, Types.STRING, Types.LONG, Types.STRING, Types.INT},
+            new TypeInformation<?>[] {Types.PRIMITIVE_ARRAY(Types.BYTE), Types.STRING, Types.LONG, Types.STRING, Types.INT},
             new String[] {"value", "src", "off", "topic", "part"});
+    /** A reject: where from, its raw columns (DeadLetter.raw), and the field, value and reason. */
     static final RowTypeInfo REJECT_TYPE = new RowTypeInfo(
-            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.STRING,
-                Types.STRING, Types.STRING},
-            new String[] {"src", "off", "topic", "part", "raw", "field", "value", "reason"});
+            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.LONG,
+                Types.STRING, Types.STRING, Types.STRING, Types.STRING, Types.STRING},
+            new String[] {"src", "off", "topic", "part", "raw", "raw_length", "raw_sha256", "raw_encoding", "field",
+                "value", "reason"});
+    /** A late record (a valid af1 record, so {@code raw} is all of it): as a reject, with the watermark. */
     static final RowTypeInfo LATE_TYPE = new RowTypeInfo(
-            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.STRING,
-                Types.LONG},
-            new String[] {"src", "off", "topic", "part", "raw", "value", "watermark"});
+            new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.STRING, Types.INT, Types.STRING, Types.LONG,
+                Types.STRING, Types.STRING, Types.STRING, Types.LONG},
+            new String[] {"src", "off", "topic", "part", "raw", "raw_length", "raw_sha256", "raw_encoding", "value",
+                "watermark"});
     static final RowTypeInfo PAYLOAD_TYPE = new RowTypeInfo(
             new TypeInformation<?>[] {Types.STRING}, new String[] {"payload"});
 
