@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from auditflow.canonical import canonical_sha256
 from auditflow.errors import FieldError
 from auditflow.money import CURRENCIES, Money, format_amount, parse_amount
 
@@ -722,8 +723,7 @@ class EvidenceTrace:
 
 def trace_id_for(root: str, params: dict[str, Any], edge_ids: list[str]) -> str:
     """A content address: same root, parameters and edges give the same id on any backend."""
-    payload = json.dumps({"root": root, "params": params, "edges": sorted(edge_ids)}, sort_keys=True)
-    return "trace-" + hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return "trace-" + canonical_sha256({"root": root, "params": params, "edges": sorted(edge_ids)})[:16]
 
 
 @dataclass(frozen=True, slots=True)

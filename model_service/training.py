@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from auditflow.canonical import canonical_sha256
 from auditflow.records import TransactionEvent, ts_to_wire
 from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
 
@@ -222,8 +223,7 @@ class Cascade:
     @property
     def digest(self) -> str:
         """sha256 over the canonical manifest: both model digests, thresholds, features, seed."""
-        canonical = json.dumps(self.manifest(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return canonical_sha256(self.manifest())  # RFC 8785 (auditflow.canonical)
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write ``fast.json``, ``deep.json`` and ``cascade.json`` (manifest plus digest)."""

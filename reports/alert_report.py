@@ -41,6 +41,7 @@ from reportlab.lib.utils import TimeStamp
 from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
+from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount
 from auditflow.records import Alert, EvidenceTrace, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
@@ -198,8 +199,7 @@ def report_id_for(
         "typologies": [[n, e] for n, e in typologies],
         "narrative": narrative,
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return "report-" + hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+    return "report-" + canonical_sha256(payload)[:16]
 
 
 #: The longest file stem; with the longest suffix (``.manifest.json.tmp``) far below the 255
@@ -561,6 +561,11 @@ class ReportFailure:
         return {"alert_id": self.alert_id, "reason": self.reason}
 
 
+def _unicode_text(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) written as ``\\udXXX``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 _REPORT_SUFFIXES = (".pdf.tmp", ".pdf", ".trace.json", ".manifest.json.tmp", ".manifest.json")
 _MAX_REASON = 500
 
@@ -610,11 +615,11 @@ class ReportWriter:
             manifest = render_alert_report(alert, trace, reason_codes, out_dir=self.out_dir,
                                            typologies=typologies, narrative=narrative, **self._args)
         except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
-            failure = ReportFailure(alert.alert_id, f"{type(e).__name__}: {e}"[:_MAX_REASON])
+            failure = ReportFailure(alert.alert_id, _unicode_text(f"{type(e).__name__}: {e}"[:_MAX_REASON]))
             self._remove_partial(alert.alert_id)
             self.failed.append(failure)
-            if self._log is not None:
-                self._log("report_failed", failure.to_dict())
+            if self._log is not None:  # canonical JSON carries valid Unicode only: a lone surrogate as \\udXXX
+                self._log("report_failed", {k: _unicode_text(v) for k, v in failure.to_dict().items()})
             return failure
         self.written.append(manifest)
         if self._log is not None:

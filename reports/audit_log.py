@@ -26,17 +26,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from auditflow.canonical import canonical_json
+
 GENESIS_HASH = "0" * 64
 _FIELDS = {"seq", "kind", "payload", "prev_hash", "entry_hash"}
 
 
 def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return canonical_json(obj).decode("utf-8")
 
 
 def entry_hash(seq: int, kind: str, payload: dict[str, Any], prev_hash: str) -> str:
     body = {"seq": seq, "kind": kind, "payload": payload, "prev_hash": prev_hash}
-    return hashlib.sha256(_canonical(body).encode("ascii")).hexdigest()
+    return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
 
 
 def make_entry(seq: int, kind: str, payload: dict[str, Any], prev_hash: str) -> dict[str, Any]:
@@ -78,7 +80,7 @@ class AuditLog:
         payload = json.loads(_canonical(payload))
         entry = make_entry(self._next_seq, kind, payload, self._head)
         line = _canonical(entry) + "\n"
-        with open(self.path, "a", encoding="ascii") as f:
+        with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
@@ -89,7 +91,7 @@ class AuditLog:
     def entries(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text(encoding="ascii").splitlines()]
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()]
 
 
 def verify_audit_log(path: str | Path, *, expected_head: str | None = None) -> list[str]:
@@ -140,7 +142,7 @@ def verify_audit_log(path: str | Path, *, expected_head: str | None = None) -> l
             recomputed = None
         if recomputed is not None and recomputed != entry["entry_hash"]:
             problems.append(f"line {lineno}: entry_hash does not match its contents (line was modified)")
-        elif recomputed is not None and raw.decode("ascii", "replace") != _canonical(entry):
+        elif recomputed is not None and raw.decode("utf-8", "replace") != _canonical(entry):
             problems.append(f"line {lineno}: not in canonical form (line was edited)")
         prev_hash = entry["entry_hash"]
         last_hash = entry["entry_hash"]

@@ -1,7 +1,7 @@
 """Signing and verifying report manifests (HMAC-SHA256 over the canonical JSON body).
 
-The canonical form is ``json.dumps(body, sort_keys=True, separators=(",", ":"))`` in ASCII, so
-anyone holding the key can recompute the signature with any JSON library.
+The canonical form is RFC 8785 (:func:`auditflow.canonical.canonical_json`), so anyone holding
+the key can recompute the signature with any JCS implementation.
 
 >>> from auditflow.records import ReportManifest
 >>> m = ReportManifest("report-1", "alert-tx-1", (("alert-tx-1.pdf", "ab" * 32),), "cd" * 32,
@@ -20,16 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from auditflow.canonical import canonical_json
 from auditflow.errors import FieldError
 from auditflow.records import ReportManifest
 
 SIGNATURE_ALGORITHM = "HMAC-SHA256"
 
 
-def canonical_json(obj: Any) -> bytes:
-    """Sorted keys, no whitespace, ASCII only, no NaN: one byte string per value."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
 
 
 def sha256_hex(data: bytes) -> str:

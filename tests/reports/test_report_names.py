@@ -123,7 +123,7 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     failed = {f.alert_id: f.reason for f in writer.failed}
     assert list(failed) == [huge.alert_id, surrogate.alert_id, unrooted.alert_id]
     assert failed[huge.alert_id].startswith("LayoutError: ")
-    assert failed[surrogate.alert_id].startswith("UnicodeEncodeError: ")
+    assert failed[surrogate.alert_id].startswith("CanonicalJSONError: ")  # RFC 8785 is valid Unicode only
     assert failed[unrooted.alert_id].startswith("ValueError: trace ") and "rooted" in failed[unrooted.alert_id]
     assert [type(o) for o in outcomes] == [type(writer.written[0]), ReportFailure, type(writer.written[0]),
                                           ReportFailure, ReportFailure]
@@ -140,6 +140,6 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     assert verify_audit_log(tmp_path / "audit_log.jsonl") == []
     assert [(e["kind"], e["payload"]["alert_id"]) for e in entries] == [
         ("report", good.alert_id), ("report_failed", huge.alert_id), ("report", slash.alert_id),
-        ("report_failed", surrogate.alert_id), ("report_failed", unrooted.alert_id)]
+        ("report_failed", "alert-sur\\ud800"), ("report_failed", unrooted.alert_id)]
     assert entries[1]["payload"]["reason"] == failed[huge.alert_id]
     assert entries[0]["payload"]["files"] == [list(f) for f in writer.written[0].files]

@@ -1,0 +1,44 @@
+"""Canonical JSON (RFC 8785, the JSON Canonicalization Scheme): the one form the product hashes
+and signs.
+
+Every digest, content address and signature over JSON (report manifests, audit log leaves,
+tree heads, report and trace ids, the model cascade digest) is computed over
+:func:`canonical_json`, which is the ``rfc8785`` library: keys sorted by their UTF-16 code
+units, no whitespace, strings in UTF-8 with the minimal escapes, numbers in the ECMAScript
+shortest form (``1.0`` is ``1``). Any JCS implementation in any language gives the same bytes.
+Values JCS cannot carry exactly are refused (:class:`CanonicalJSONError`, a ``ValueError``):
+NaN and infinities, integers beyond +-(2**53 - 1) (money is carried as decimal strings), and
+types JSON has no form for.
+
+>>> canonical_json({"b": [1.0, "\\u00e9"], "a": None})
+b'{"a":null,"b":[1,"\\xc3\\xa9"]}'
+>>> canonical_sha256({"a": 1}) == hashlib.sha256(b'{"a":1}').hexdigest()
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+__all__ = ["CanonicalJSONError", "canonical_json", "canonical_sha256"]
+
+
+class CanonicalJSONError(ValueError):
+    """The value has no RFC 8785 form (NaN, an integer beyond 2**53, a non-JSON type)."""
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The RFC 8785 bytes of ``obj`` (dicts with string keys, lists or tuples, str, int, float,
+    bool, None)."""
+    try:
+        return rfc8785.dumps(obj)
+    except rfc8785.CanonicalizationError as e:
+        raise CanonicalJSONError(f"no canonical JSON form: {e}") from None
+
+
+def canonical_sha256(obj: Any) -> str:
+    """Hex SHA-256 of :func:`canonical_json` of ``obj``."""
+    return hashlib.sha256(canonical_json(obj)).hexdigest()
