@@ -233,7 +233,8 @@ def import_(
 
     settings = _settings()
     try:
-        summary = import_amlworld(transactions, out or settings.out_dir / IMPORT_DIRNAME, patterns=patterns, limit=limit)
+        summary = import_amlworld(transactions, out or settings.out_dir / IMPORT_DIRNAME, patterns=patterns, limit=limit,
+                                  time_window=settings.event_time_window)
     except (FieldError, ValueError) as e:
         raise _fail(str(e)) from None
     if as_json:

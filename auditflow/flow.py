@@ -54,10 +54,11 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def read_events(csv_path: str | Path) -> tuple[list[TransactionEvent], list[RejectedRecord]]:
+def read_events(csv_path: str | Path, settings: Settings) -> tuple[list[TransactionEvent], list[RejectedRecord]]:
+    """The file's events and rejects (``settings.event_time_window``: the plausible event times)."""
     events: list[TransactionEvent] = []
     rejects: list[RejectedRecord] = []
-    for item in read_transactions(csv_path):
+    for item in read_transactions(csv_path, time_window=settings.event_time_window):
         (rejects if isinstance(item, RejectedRecord) else events).append(item)
     return events, rejects
 
@@ -106,7 +107,7 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
     from model_service import train_cascade
     from pipelines.features import compute_features
 
-    events, rejects = read_events(csv_path)
+    events, rejects = read_events(csv_path, settings)
     with_features = compute_features(events)
     store = NetworkxGraphStore()
     store.add_transactions(events)
@@ -160,6 +161,7 @@ def stream_spec(model_dir: str | Path, settings: Settings):
         parallelism=settings.parallelism,
         out_of_orderness_ms=settings.out_of_orderness_ms,
         allowed_lateness_ms=settings.allowed_lateness_ms,
+        time_window=settings.event_time_window,
     )
 
 
@@ -543,7 +545,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     write_jsonl(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
     check_counts(stream, paths)
     if laundering_ids is None:
-        laundering_ids = (ev.event_id for ev in read_events(data)[0] if ev.is_laundering)
+        laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
     progress("deep", 0, None)
     cases = run_deep_path(
         stream.candidates, model_dir, settings, input_sha256=sha256_file(data),

@@ -37,11 +37,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from auditflow.features import ACCOUNT_FEATURES, EVENT_FEATURES, FEATURE_NAMES
 from auditflow.limits import (
     DEFAULT_ALLOWED_LATENESS_MS,
+    DEFAULT_EVENT_TIME_WINDOW,
     DEFAULT_OUT_OF_ORDERNESS_MS,
     FEATURE_WINDOWS,
     MAX_WINDOW_LEGS,
@@ -77,6 +79,7 @@ class StreamSpec:
     allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS
     arrow_batch: int = 1000  # rows per Arrow batch handed to Python
     flink_conf: dict = field(default_factory=dict)  # further Flink options (e.g. execution.buffer-timeout)
+    time_window: tuple[datetime, datetime] = DEFAULT_EVENT_TIME_WINDOW  # plausible event times (file source)
 
 
 # ------------------------------------------------------------------------------ environment
@@ -413,17 +416,19 @@ def job_counts(job_result) -> dict[str, int]:
 # ------------------------------------------------------------------------------ file runs
 
 
-def write_wire_file(csv_path: str | Path, wire_path: str | Path) -> tuple[int, list[RejectedRecord]]:
+def write_wire_file(csv_path: str | Path, wire_path: str | Path, *,
+                    time_window: tuple[datetime, datetime] = DEFAULT_EVENT_TIME_WINDOW) -> tuple[int, list[RejectedRecord]]:
     """The file source's ingestion: the one line reader turns the CSV into wire records.
 
     Returns (data lines read, rejects); every line is either written or rejected. The records
-    are the producer's own (:func:`ingest.kafka_io.wire_records`), byte for byte."""
+    are the producer's own (:func:`ingest.kafka_io.wire_records`), byte for byte, with the same
+    plausible event times (``time_window``)."""
     from ingest.kafka_io import wire_records
 
     n = 0
     rejects: list[RejectedRecord] = []
     with open(wire_path, "wb") as out:
-        for item in wire_records(csv_path):
+        for item in wire_records(csv_path, time_window=time_window):
             n += 1
             if isinstance(item, RejectedRecord):
                 rejects.append(item)
@@ -464,7 +469,7 @@ def run_file_job(csv_path: str | Path, spec: StreamSpec) -> FileJobOutput:
     """Run the job on a local MiniCluster over an AMLworld CSV (the embedded default)."""
     with tempfile.TemporaryDirectory(prefix="auditflow-wire-") as tmp:
         wire = Path(tmp) / "events.af1"
-        records_in, parse_rejects = write_wire_file(csv_path, wire)
+        records_in, parse_rejects = write_wire_file(csv_path, wire, time_window=spec.time_window)
         out = run_wire_job(wire, spec, source=str(csv_path))
     if out.records_in != records_in - len(parse_rejects):
         raise RuntimeError(f"wire file holds {out.records_in} records, expected {records_in - len(parse_rejects)}")

@@ -37,3 +37,42 @@ def test_an_invalid_window_is_refused_naming_field_and_value(monkeypatch, value)
     with pytest.raises(ValidationError) as e:
         Settings()
     assert "event_time_window" in str(e.value) and value in str(e.value)
+
+
+HEADER = ("Timestamp,From Bank,Account,To Bank,Account,Amount Received,Receiving Currency,Amount Paid,"
+          "Payment Currency,Payment Format,Is Laundering")
+ROWS = ["2022/09/01 00:20,010,8000EBD30,011,8000EBD31,10.00,Euro,10.00,Euro,ACH,0",
+        "2023/05/01 10:00,010,8000EBD30,011,8000EBD31,12.00,Euro,12.00,Euro,ACH,0",  # line 3: outside
+        "2022/12/31 23:59,010,8000EBD30,011,8000EBD31,14.00,Euro,14.00,Euro,ACH,0"]
+
+
+def test_every_reader_of_the_app_obeys_the_setting(monkeypatch, tmp_path):
+    """import (CLI), the flow's reader (training, recall) and the file job's source all reject
+    the row outside AUDITFLOW_EVENT_TIME_WINDOW, at its line, naming the Timestamp field."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from auditflow import cli, flow
+    from pipelines.stream_job import StreamSpec, write_wire_file
+
+    csv_path = tmp_path / "w_Trans.csv"
+    csv_path.write_text("\n".join([HEADER, *ROWS]) + "\n", encoding="utf-8")
+    monkeypatch.setenv("AUDITFLOW_EVENT_TIME_WINDOW", "2022-01-01..2023-01-01")
+    settings = Settings()
+
+    result = CliRunner().invoke(cli.app, ["import", str(csv_path), "--out", str(tmp_path / "imp"), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert (summary["rows_read"], summary["accepted"], summary["rejected"]) == (3, 2, 1)
+    rejected = [json.loads(x) for x in (tmp_path / "imp" / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["offset"], r["field"]) for r in rejected] == [(3, "Timestamp")]
+
+    events, rejects = flow.read_events(csv_path, settings)
+    assert [e.source_offset for e in events] == [2, 4] and [(r.offset, r.field) for r in rejects] == [(3, "Timestamp")]
+
+    spec = flow.stream_spec(tmp_path / "no-model", settings)
+    assert isinstance(spec, StreamSpec) and spec.time_window == (datetime(2022, 1, 1), datetime(2023, 1, 1))
+    n, wire_rejects = write_wire_file(csv_path, tmp_path / "w.af1", time_window=spec.time_window)
+    assert n == 3 and [(r.offset, r.field) for r in wire_rejects] == [(3, "Timestamp")]
+    assert len((tmp_path / "w.af1").read_bytes().splitlines()) == 2

@@ -78,7 +78,7 @@ def reference_stream(csv_path: Path, model_dir: Path, settings: Settings) -> flo
     from model_service.fast_path import batch_scorer
     from pipelines.features import iter_features
 
-    events, rejects = flow.read_events(csv_path)
+    events, rejects = flow.read_events(csv_path, settings)
     with open_store(settings.effective_graph_url) as store:
         store.add_transactions(events)
     score, threshold, *_ = batch_scorer(str(model_dir))
