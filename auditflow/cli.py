@@ -364,6 +364,10 @@ def demo(
     console.print(f"model trained: test precision={test.get('precision', 0):.3f} "
                   f"recall={test.get('recall', 0):.3f} f1={test.get('f1', 0):.3f}")
     _print_run(result.run)
+    if result.settings.signing_key_file is None:
+        console.print("[bold red]warning:[/bold red] reports signed with the public DEVELOPMENT key: they prove "
+                      "nothing. Set AUDITFLOW_SIGNING_KEY_FILE (`auditflow keys new PATH`) for real reports; "
+                      "`auditflow verify --allow-dev-key` checks these.", highlight=False)
 
 
 @app.command()
@@ -399,6 +403,41 @@ def trace(
     console.print_json(t.to_json())
 
 
+keys_app = typer.Typer(no_args_is_help=True, help="Ed25519 signing keys and the published public keys.")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("new")
+def keys_new(path: Annotated[Path, typer.Argument(help="where to write the private key (PEM, mode 0600)")]) -> None:
+    """Make a new Ed25519 signing key (never overwrites a file); set AUDITFLOW_SIGNING_KEY_FILE to it."""
+    from reports.signing import generate_key_file
+
+    try:
+        signer = generate_key_file(path)
+    except FileExistsError:
+        raise _fail(f"{path} exists: not overwriting a key", code=2) from None
+    console.print(f"wrote {path} (key id {signer.key_id})", soft_wrap=True)
+
+
+@keys_app.command("publish")
+def keys_publish(
+    keyring: Annotated[Path, typer.Argument(help="keyring JSON to create or extend (old keys are kept)")],
+) -> None:
+    """Add the configured signing key's public key to a keyring (what verifiers trust, kept
+    outside the reports folder). Rotation: publish the new key into the same keyring."""
+    from reports.signing import Keyring, SigningKeyError
+
+    settings = _settings()
+    try:
+        signer = flow.report_signer(settings)
+        ring = Keyring.load(keyring) if keyring.exists() else Keyring()
+    except (SigningKeyError, RuntimeError) as e:
+        raise _fail(str(e), code=2) from None
+    ring.add(signer.public_key)
+    ring.save(keyring)
+    console.print(f"{keyring}: {len(ring)} key(s), added {signer.key_id}", soft_wrap=True)
+
+
 @app.command()
 def verify(
     reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
@@ -408,7 +447,7 @@ def verify(
 
     settings = _settings()
     reports_dir = _existing_dir(reports_dir or settings.out_dir / flow.REPORTS_DIRNAME, "reports folder")
-    key = settings.signing_key_bytes
+    key = flow.trusted_keys(settings)
     table = Table("item", "problems")
     bad = 0
     for m in sorted(reports_dir.glob("*.manifest.json")):

@@ -46,6 +46,36 @@ def open_graph(settings: Settings) -> GraphStore:
     return open_store(settings.effective_graph_url, **settings.graph_options)
 
 
+def report_signer(settings: Settings, *, development_key: bool = False):
+    """The :class:`reports.signing.Signer` of ``AUDITFLOW_SIGNING_KEY_FILE``. Without one, the
+    public development key only where ``development_key`` (the demo); elsewhere
+    :class:`reports.signing.DevelopmentKeyRefused`, saying how to make a key."""
+    from reports.signing import DevelopmentKeyRefused, development_signer, load_signer
+
+    if settings.signing_key_file is not None:
+        return load_signer(settings.signing_key_file)
+    if development_key:
+        return development_signer()
+    raise DevelopmentKeyRefused(
+        "no signing key configured (AUDITFLOW_SIGNING_KEY_FILE): refusing to sign reports with the public "
+        "development key outside the demo -- its signatures prove nothing. Make a key with "
+        "`auditflow keys new PATH`, set AUDITFLOW_SIGNING_KEY_FILE=PATH and publish its public key "
+        "(`auditflow keys publish`)")
+
+
+def trusted_keys(settings: Settings, *, development_key: bool = False):
+    """The :class:`reports.signing.Keyring` verifiers trust: ``AUDITFLOW_TRUSTED_KEYS_FILE`` plus the
+    public key of ``AUDITFLOW_SIGNING_KEY_FILE``; the development key only with ``development_key``."""
+    from reports.signing import Keyring, development_signer, load_signer
+
+    ring = Keyring.load(settings.trusted_keys_file) if settings.trusted_keys_file is not None else Keyring()
+    if settings.signing_key_file is not None:
+        ring.add(load_signer(settings.signing_key_file).public_key)
+    if development_key:
+        ring.add(development_signer().public_key)
+    return ring
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -357,18 +387,20 @@ def run_deep_path(
     reports_dir: str | Path,
     max_reports: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    development_key: bool = False,
 ) -> list[CaseResult]:
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
     from evidence_graph import detect_typologies, graph_features, trace_evidence
     from model_service import Cascade, explain_alerts
     from reports import AuditLog, ReportFailure, ReportWriter
 
+    signer = report_signer(settings, development_key=development_key)
     cascade = Cascade.load(model_dir)
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     log = AuditLog(reports_dir / "audit_log.jsonl")
     writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
-                          seed=settings.seed, signing_key=settings.signing_key_bytes, log=log.append)
+                          seed=settings.seed, signer=signer, log=log.append)
     cases: list[CaseResult] = []
     with open_graph(settings) as store:
         window = settings.window_minutes
@@ -533,7 +565,8 @@ class RunResult:
 
 def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path, settings: Settings, *,
                   max_reports: int | None = None, laundering_ids: Iterable[str] | None = None,
-                  started: float | None = None, progress: ProgressFn | None = None) -> RunResult:
+                  started: float | None = None, progress: ProgressFn | None = None,
+                  development_key: bool = False) -> RunResult:
     """After the stream job: write its rejects and fast-path alerts, check the counts, run the
     deep path (reports under ``out_dir/reports``), write ``alerts.jsonl`` and
     ``run_summary.json``. ``laundering_ids`` default to the file's own labels."""
@@ -550,7 +583,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     cases = run_deep_path(
         stream.candidates, model_dir, settings, input_sha256=sha256_file(data),
         reports_dir=paths.reports_dir, max_reports=max_reports,
-        progress=lambda i, n: progress("deep", i, n),
+        progress=lambda i, n: progress("deep", i, n), development_key=development_key,
     )
     write_jsonl(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
@@ -564,7 +597,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
 def stream_and_report(data: str | Path, model_dir: str | Path, settings: Settings, *,
                       max_reports: int | None = None, laundering_ids: Iterable[str] | None = None,
                       kafka: bool = False, cluster: bool = False, started: float | None = None,
-                      progress: ProgressFn | None = None) -> RunResult:
+                      progress: ProgressFn | None = None, development_key: bool = False) -> RunResult:
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
     :func:`report_stream`. Raises :class:`CountMismatch` when the job's counts do not balance."""
     t0 = time.perf_counter() if started is None else started
@@ -574,7 +607,8 @@ def stream_and_report(data: str | Path, model_dir: str | Path, settings: Setting
     else:
         stream = run_stream(data, model_dir, settings)
     return report_stream(stream, data, model_dir, settings, max_reports=max_reports,
-                         laundering_ids=laundering_ids, started=t0, progress=progress)
+                         laundering_ids=laundering_ids, started=t0, progress=progress,
+                         development_key=development_key)
 
 
 # ---------------------------------------------------------------------------- the demo
@@ -620,5 +654,5 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
     training = train(history.transactions, out / MODEL_DIRNAME, settings)
     run = stream_and_report(live.transactions, out / MODEL_DIRNAME, settings, max_reports=max_reports,
                             laundering_ids=live.laundering_ids, kafka=kafka, cluster=cluster, started=t0,
-                            progress=progress)
+                            progress=progress, development_key=True)  # the demo may sign with the dev key
     return DemoResult(settings, history, live, training, run)

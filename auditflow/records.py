@@ -728,7 +728,10 @@ def trace_id_for(root: str, params: dict[str, Any], edge_ids: list[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ReportManifest:
-    """What a report was made from, hashed; ``signature`` is an HMAC over the canonical body."""
+    """What a report was made from, hashed, and where it sits: ``kind`` ``alert`` (``alert_id`` the
+    alert) or ``period`` (``alert_id`` the period id, e.g. ``daily-2022-09-01``), its ``files``
+    (name, SHA-256), the audit log index its entry has (``log_index``). ``signature`` is an
+    Ed25519 signature (base64) by ``key_id`` over the RFC 8785 canonical :meth:`body`."""
 
     report_id: str
     alert_id: str
@@ -740,10 +743,16 @@ class ReportManifest:
     seed: int
     signature: str = ""
     extra: tuple[tuple[str, str], ...] = field(default=())
+    kind: str = "alert"
+    key_id: str = ""
+    log_index: int = -1
 
     def body(self) -> dict[str, Any]:
         return {
             "schema": _schema("manifest"),
+            "kind": self.kind,
+            "key_id": self.key_id,
+            "log_index": self.log_index,
             "report_id": self.report_id,
             "alert_id": self.alert_id,
             "files": [[n, h] for n, h in self.files],
@@ -776,4 +785,7 @@ class ReportManifest:
             seed=int(d["seed"]),
             signature=d.get("signature", ""),
             extra=tuple((k, v) for k, v in d.get("extra", [])),
+            kind=d.get("kind", "alert"),
+            key_id=d.get("key_id", ""),
+            log_index=d.get("log_index", -1),
         )

@@ -49,13 +49,17 @@ AUDITFLOW_ALERT_DELIVERY           Kafka job's alert and dead-letter sinks:     
                                    each record once, after a checkpoint) or
                                    ``at-least-once`` (at once; replays possible)
 AUDITFLOW_CHECKPOINT_INTERVAL_MS   Kafka job checkpoint interval                    ``5000``
-AUDITFLOW_SIGNING_KEY              HMAC key for report manifests (secret)           a development key
+AUDITFLOW_SIGNING_KEY_FILE         Ed25519 private key (PKCS#8 PEM, secret) that    unset: refused, but
+                                   signs manifests and tree heads                   the demo's dev key
+AUDITFLOW_TRUSTED_KEYS_FILE        published public keys (keyring JSON) ``verify``  the signing key's
+                                   trusts; keep retired keys for old reports        public key
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
 Where both names of the Flink variables are set, the ``AUDITFLOW_`` one wins.
 
-Secrets (the Neo4j password, the signing key) are :class:`~pydantic.SecretStr`: ``repr``, ``str``
+Secrets are never held as plain strings: the signing key is a file (read by ``reports.signing``
+where it is used), the Neo4j password a :class:`~pydantic.SecretStr`: ``repr``, ``str``
 and JSON dumps show ``**********``. The Neo4j password file is read once, here, into
 ``neo4j_password``; what runs in this process gets the password (:attr:`Settings.graph_options`),
 what is shipped elsewhere -- the stream job, pickled into a Flink job graph and passed as
@@ -89,7 +93,6 @@ from auditflow.limits import (
 )
 from auditflow.secret_file import read_secret_file
 
-DEV_SIGNING_KEY = "auditflow-development-key-not-for-production"
 #: The Neo4j user when a password is set and no user: Neo4j's initial admin (the only user of
 #: the Community server deploy/services starts).
 DEFAULT_NEO4J_USER = "neo4j"
@@ -128,7 +131,8 @@ class Settings(BaseSettings):
     event_time_window: Annotated[tuple[datetime, datetime], NoDecode] = DEFAULT_EVENT_TIME_WINDOW
     alert_delivery: Literal["exactly-once", "at-least-once"] = "exactly-once"
     checkpoint_interval_ms: int = Field(default=5000, ge=10)
-    signing_key: SecretStr = SecretStr(DEV_SIGNING_KEY)
+    signing_key_file: Path | None = None
+    trusted_keys_file: Path | None = None
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")
@@ -231,6 +235,3 @@ class Settings(BaseSettings):
         """How far either side of the alerted transfer typology detection looks."""
         return self.typology_window_minutes * _MINUTE
 
-    @property
-    def signing_key_bytes(self) -> bytes:
-        return self.signing_key.get_secret_value().encode()

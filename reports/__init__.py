@@ -3,9 +3,10 @@
 This package owns what an auditor receives from a run:
 
 * :func:`render_alert_report` writes ``<stem>.pdf`` (deterministic, byte-identical for the
-  same inputs) and ``<stem>.manifest.json`` (file hashes plus an HMAC-SHA256 signature over
-  the canonical :class:`~auditflow.records.ReportManifest` body); :func:`verify_manifest`
-  checks both. ``stem`` is :func:`report_file_stem` of the alert id: the id itself when it is a
+  same inputs) and ``<stem>.manifest.json`` (file hashes plus an Ed25519 signature with its key
+  id over the RFC 8785 canonical :class:`~auditflow.records.ReportManifest` body);
+  :func:`verify_manifest` checks both against a :class:`Keyring` of trusted public keys
+  (:mod:`reports.signing`: keys, key ids, rotation, the development key). ``stem`` is :func:`report_file_stem` of the alert id: the id itself when it is a
   plain short name, else a safe name with a hash of the id. :class:`ReportWriter` writes a run's
   reports, recording one that fails as a :class:`ReportFailure` and going on with the others.
 * :class:`AuditLog` appends hash-chained JSON lines; :func:`verify_audit_log` names the line
@@ -24,7 +25,8 @@ from reports.alert_report import (
     report_id_for,
 )
 from reports.audit_log import GENESIS_HASH, AuditLog, verify_audit_log
-from reports.manifest import canonical_json, manifest_signature, sign_manifest, verify_manifest
+from reports.manifest import sign_manifest, verify_manifest
+from reports.signing import DevelopmentKeyRefused, Keyring, PublicKey, Signer, SigningKeyError
 from reports.run_summary import render_run_summary
 
 __all__ = [
@@ -32,8 +34,11 @@ __all__ = [
     "AuditLog",
     "ReportFailure",
     "ReportWriter",
-    "canonical_json",
-    "manifest_signature",
+    "DevelopmentKeyRefused",
+    "Keyring",
+    "PublicKey",
+    "Signer",
+    "SigningKeyError",
     "render_alert_pdf",
     "render_alert_report",
     "render_run_summary",

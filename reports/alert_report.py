@@ -46,6 +46,7 @@ from auditflow.money import CURRENCIES, Money, format_amount
 from auditflow.records import Alert, EvidenceTrace, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
 from reports.manifest import SIGNATURE_ALGORITHM, sha256_hex, sign_manifest, write_manifest
+from reports.signing import Signer
 
 #: The PDF's CreationDate/ModDate: 2000-01-01T00:00:00Z, reportlab's own invariant date.
 PDF_CREATION_EPOCH = 946684800
@@ -492,17 +493,17 @@ def render_alert_report(
     seed: int,
     typologies: Sequence[tuple[str, str]] = (),
     narrative: str | None = None,
-    signing_key: bytes,
+    signer: Signer,
 ) -> ReportManifest:
     """Write ``<out_dir>/<stem>.pdf``, the complete trace as ``<stem>.trace.json`` and the signed
     ``<stem>.manifest.json`` that hashes both (``stem`` = :func:`report_file_stem` of the alert id;
     the manifest lists the names).
 
-    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or the
-    signing key is empty.
+    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or
+    ``signer`` is no :class:`~reports.signing.Signer`.
     """
-    if not signing_key:
-        raise ValueError("signing_key must be non-empty bytes")
+    if not isinstance(signer, Signer):
+        raise ValueError(f"signer must be a reports.signing.Signer, got {type(signer).__name__}")
     parties = {alert.event.sender.node_id, alert.event.receiver.node_id}
     if trace.root not in parties:
         raise ValueError(f"trace {trace.trace_id} is rooted at {trace.root!r}, not at the alert's "
@@ -542,7 +543,7 @@ def render_alert_report(
     (out / trace_name).write_bytes(trace_bytes)
 
     files = ((pdf_name, sha256_hex(pdf)), (trace_name, sha256_hex(trace_bytes)))
-    manifest = sign_manifest(replace(unsigned, files=files), signing_key)
+    manifest = sign_manifest(replace(unsigned, files=files), signer)
     write_manifest(manifest, out / f"{stem}.manifest.json")
     return manifest
 
@@ -587,12 +588,12 @@ class ReportWriter:
         input_sha256: str,
         code_version: str,
         seed: int,
-        signing_key: bytes,
+        signer: Signer,
         log: Callable[[str, dict], object] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed,
-                          signing_key=signing_key)
+                          signer=signer)
         self._log = log
         self.written: list[ReportManifest] = []
         self.failed: list[ReportFailure] = []

@@ -6,6 +6,7 @@ smoke test can render a report without running the pipeline.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from auditflow.money import parse_amount
@@ -19,8 +20,12 @@ from auditflow.records import (
     TransactionEvent,
     alert_id_for,
 )
+from reports.signing import Keyring, Signer
 
-SIGNING_KEY = b"test-signing-key"
+#: The tests' own signing key (a fixed seed, like the development key public, so never trusted
+#: outside tests) and the keyring that trusts it.
+SIGNER = Signer.from_seed(hashlib.sha256(b"auditflow tests signing key").digest())
+KEYRING = Keyring([SIGNER.public_key])
 INPUT_SHA256 = "3f" * 32
 MODEL_DIGEST = "sha256:" + "9a1c" * 16
 

@@ -251,10 +251,13 @@ def reports_dir(tmp_path, monkeypatch) -> Path:
     from reports import AuditLog, render_alert_report
     from reports.testing import INPUT_SHA256, make_alert, make_reason_codes, make_trace
 
-    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY", "cli-test-key")
+    from reports.signing import generate_key_file
+
+    signer = generate_key_file(tmp_path / "signing.pem")
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     out = tmp_path / "reports"
     m = render_alert_report(make_alert(), make_trace(), make_reason_codes(), out_dir=out, input_sha256=INPUT_SHA256,
-                            code_version="test", seed=7, signing_key=b"cli-test-key")
+                            code_version="test", seed=7, signer=signer)
     AuditLog(out / "audit_log.jsonl").append("report", {"report_id": m.report_id})
     return out
 
@@ -272,7 +275,10 @@ def test_verify_passes_then_fails_on_a_tampered_manifest(reports_dir):
 
 
 def test_verify_uses_the_configured_key(reports_dir, monkeypatch):
-    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY", "another-key")
+    from reports.signing import generate_key_file
+
+    generate_key_file(reports_dir.parent / "another.pem")
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(reports_dir.parent / "another.pem"))
     assert runner.invoke(cli.app, ["verify", str(reports_dir)]).exit_code == 1
 
 

@@ -28,6 +28,17 @@ REJECTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def signing_key(monkeypatch, tmp_path_factory) -> Path:
+    """Reports are signed with a key of the test's own (the development key is the demo's only)."""
+    from reports.signing import generate_key_file
+
+    path = tmp_path_factory.mktemp("keys") / "signing.pem"
+    generate_key_file(path)
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(path))
+    return path
+
+
 def stream_of(records_in: int, processed: int, rejects=REJECTS, candidates=()) -> flow.StreamResult:
     return flow.StreamResult(records_in, processed, list(rejects), list(candidates), 0.0)
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from auditflow import limits
 from auditflow.graph_url import BOLT_SCHEMES
-from auditflow.settings import DEV_SIGNING_KEY, Settings
+from auditflow.settings import Settings
 from evidence_graph import NetworkxGraphStore, open_store
 
 
@@ -26,7 +26,7 @@ def test_defaults_are_the_limits_defined_once():
     assert s.typology_window == limits.DEFAULT_TYPOLOGY_WINDOW
     assert s.typology_window_minutes == 3 * 24 * 60
     assert (s.out_dir, s.seed, s.graph_url, s.flink_home, s.flink_conf_dir) == (Path("out"), 7, None, None, None)
-    assert s.signing_key_bytes == DEV_SIGNING_KEY.encode()
+    assert s.signing_key_file is None and s.trusted_keys_file is None  # no key: signing is refused
 
 
 def test_trace_hops_is_bounded_by_the_limit(monkeypatch):
@@ -59,7 +59,7 @@ def test_trace_hops_is_bounded_by_the_limit(monkeypatch):
         ("FLINK_HOME", "/opt/flink-std", "flink_home", Path("/opt/flink-std")),
         ("AUDITFLOW_FLINK_CONF_DIR", "/etc/flink", "flink_conf_dir", Path("/etc/flink")),
         ("FLINK_CONF_DIR", "/etc/flink-std", "flink_conf_dir", Path("/etc/flink-std")),
-        ("AUDITFLOW_SIGNING_KEY", "s3cret", "signing_key_bytes", b"s3cret"),
+        ("AUDITFLOW_SIGNING_KEY_FILE", "keys/signing.pem", "signing_key_file", Path("keys/signing.pem")),
     ],
 )
 def test_each_field_comes_from_its_environment_variable(monkeypatch, variable, value, attribute, expected):

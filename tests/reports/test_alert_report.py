@@ -16,10 +16,12 @@ from pypdf import PdfReader
 from auditflow.money import format_amount
 from auditflow.records import EvidenceTrace, ReportManifest
 from reports import render_alert_report, verify_manifest
+from reports.signing import Keyring, Signer
 from reports._charts import MAX_DRAWN_NODES, select_drawn_nodes, shorten_label, trace_subgraph
 from reports.testing import (
     INPUT_SHA256,
-    SIGNING_KEY,
+    KEYRING,
+    SIGNER,
     make_alert,
     make_big_trace,
     make_reason_codes,
@@ -32,7 +34,7 @@ NARRATIVE = "First of a burst of outgoing payments.\n\nConfirm the beneficial ow
 
 def render(out_dir: Path, *, trace=None, **overrides) -> ReportManifest:
     kwargs = dict(out_dir=out_dir, input_sha256=INPUT_SHA256, code_version="0.1.0+gtest", seed=7,
-                  typologies=TYPOLOGIES, narrative=NARRATIVE, signing_key=SIGNING_KEY)
+                  typologies=TYPOLOGIES, narrative=NARRATIVE, signer=SIGNER)
     kwargs.update(overrides)
     return render_alert_report(make_alert(), trace or make_trace(), make_reason_codes(), **kwargs)
 
@@ -139,7 +141,7 @@ def test_different_inputs_give_a_different_report(tmp_path):
 def test_manifest_verifies(rendered):
     out, manifest, _ = rendered
     path = out / f"{manifest.alert_id}.manifest.json"
-    assert verify_manifest(path, SIGNING_KEY) == []
+    assert verify_manifest(path, KEYRING) == []
     assert ReportManifest.from_dict(json.loads(path.read_text())) == manifest
 
 
@@ -149,7 +151,7 @@ def test_flipping_one_pdf_byte_is_detected(tmp_path):
     data = bytearray(pdf.read_bytes())
     data[len(data) // 2] ^= 0x01
     pdf.write_bytes(bytes(data))
-    problems = verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", SIGNING_KEY)
+    problems = verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", KEYRING)
     assert len(problems) == 1 and "does not match" in problems[0] and pdf.name in problems[0]
 
 
@@ -157,7 +159,7 @@ def test_missing_pdf_is_detected(tmp_path):
     m = render(tmp_path)
     (tmp_path / f"{m.alert_id}.pdf").unlink()
     assert any("missing" in p for p in verify_manifest(tmp_path / f"{m.alert_id}.manifest.json",
-                                                       SIGNING_KEY))
+                                                       KEYRING))
 
 
 @pytest.mark.parametrize(
@@ -179,16 +181,18 @@ def test_editing_the_manifest_is_detected(tmp_path, edit):
     d = json.loads(path.read_text())
     edit(d)
     path.write_text(json.dumps(d, indent=2))
-    assert verify_manifest(path, SIGNING_KEY) != []
+    assert verify_manifest(path, KEYRING) != []
 
 
 def test_wrong_key_or_garbled_manifest_is_reported(tmp_path):
     m = render(tmp_path)
     path = tmp_path / f"{m.alert_id}.manifest.json"
-    assert any("signature" in p for p in verify_manifest(path, b"another key"))
+    other = Keyring([Signer.from_seed(bytes(32)).public_key])  # trusts another key only
+    assert any(f"signed by key {SIGNER.key_id!r}, which is not among the trusted keys" in p
+               for p in verify_manifest(path, other))
     path.write_text("{not json")
-    assert verify_manifest(path, SIGNING_KEY) != []
-    assert verify_manifest(tmp_path / "absent.manifest.json", SIGNING_KEY) != []
+    assert verify_manifest(path, KEYRING) != []
+    assert verify_manifest(tmp_path / "absent.manifest.json", KEYRING) != []
 
 
 def test_manifest_file_names_cannot_escape_the_folder(tmp_path):
@@ -198,14 +202,14 @@ def test_manifest_file_names_cannot_escape_the_folder(tmp_path):
     inner = tmp_path / "inner"
     inner.mkdir()
     m = sign_manifest(ReportManifest("r", "a", (("../secret.pdf", "00" * 32),), "i", "m", "t", "v", 1),
-                      SIGNING_KEY)
+                      SIGNER)
     write_manifest(m, inner / "a.manifest.json")
-    assert any("plain name" in p for p in verify_manifest(inner / "a.manifest.json", SIGNING_KEY))
+    assert any("plain name" in p for p in verify_manifest(inner / "a.manifest.json", KEYRING))
 
 
 def test_rejects_bad_inputs(tmp_path):
-    with pytest.raises(ValueError, match="signing_key"):
-        render(tmp_path, signing_key=b"")
+    with pytest.raises(ValueError, match="signer"):
+        render(tmp_path, signer=b"an HMAC key")
     with pytest.raises(ValueError, match="rooted"):
         render(tmp_path, trace=replace(make_trace(), root="999/NOTINALERT"))
     assert list(tmp_path.iterdir()) == []
@@ -214,18 +218,18 @@ def test_rejects_bad_inputs(tmp_path):
     inner = tmp_path / "inner"
     m = render_alert_report(replace(make_alert(), alert_id="../escape"), make_trace(), make_reason_codes(),
                             out_dir=inner, input_sha256=INPUT_SHA256, code_version="v", seed=1,
-                            signing_key=SIGNING_KEY)
+                            signer=SIGNER)
     assert m.alert_id == "../escape" and sorted(p.name for p in tmp_path.iterdir()) == ["inner"]
     assert all(p.name.startswith("escape~") for p in inner.iterdir())
 
 
 def test_minimal_report_without_optional_sections(tmp_path):
     m = render_alert_report(make_alert(), make_trace(), [], out_dir=tmp_path, input_sha256=INPUT_SHA256,
-                            code_version="v", seed=0, signing_key=SIGNING_KEY)
+                            code_version="v", seed=0, signer=SIGNER)
     text = pdf_text(tmp_path / f"{m.alert_id}.pdf")
     assert "No reason codes" in text and "No known laundering typology" in text
     assert "Narrative" not in text
-    assert verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", SIGNING_KEY) == []
+    assert verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", KEYRING) == []
 
 
 def test_large_trace_drawing_is_capped_and_says_so(tmp_path):
@@ -267,10 +271,10 @@ def test_identical_bytes_in_a_fresh_process_with_another_hash_seed(tmp_path):
         "import sys",
         "from pathlib import Path",
         "from reports import render_alert_report",
-        "from reports.testing import INPUT_SHA256, SIGNING_KEY, make_alert, make_reason_codes, make_trace",
+        "from reports.testing import INPUT_SHA256, KEYRING, SIGNER, make_alert, make_reason_codes, make_trace",
         "render_alert_report(make_alert(), make_trace(), make_reason_codes(), out_dir=Path(sys.argv[1]),",
         "    input_sha256=INPUT_SHA256, code_version='0.1.0+gtest', seed=7,",
-        f"    typologies={TYPOLOGIES!r}, narrative={NARRATIVE!r}, signing_key=SIGNING_KEY)",
+        f"    typologies={TYPOLOGIES!r}, narrative={NARRATIVE!r}, signer=SIGNER)",
     ])
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "there")], check=True, env=env)

@@ -24,7 +24,7 @@ from reports import (
     verify_manifest,
 )
 from reports.alert_report import MAX_FILE_STEM
-from reports.testing import INPUT_SHA256, SIGNING_KEY, make_alert, make_reason_codes, make_trace
+from reports.testing import INPUT_SHA256, KEYRING, SIGNER, make_alert, make_reason_codes, make_trace
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~-]*")
 SUFFIXES = (".pdf", ".pdf.tmp", ".trace.json", ".manifest.json", ".manifest.json.tmp")
@@ -91,14 +91,14 @@ def test_a_report_for_a_hostile_id_is_written_and_keeps_the_full_id(tmp_path: Pa
     event_id = "01/0X/" + "9" * 300  # a '/' and longer than a file name allows
     alert = alert_with_event_id(event_id)
     m = render_alert_report(alert, make_trace(), make_reason_codes(), out_dir=tmp_path,
-                            input_sha256=INPUT_SHA256, code_version="v", seed=1, signing_key=SIGNING_KEY)
+                            input_sha256=INPUT_SHA256, code_version="v", seed=1, signer=SIGNER)
     stem = report_file_stem(alert.alert_id)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         f"{stem}{s}" for s in (".pdf", ".trace.json", ".manifest.json"))
     assert [n for n, _ in m.files] == [f"{stem}.pdf", f"{stem}.trace.json"]
     manifest_path = tmp_path / f"{stem}.manifest.json"
     assert json.loads(manifest_path.read_text())["alert_id"] == alert.alert_id == "alert-" + event_id
-    assert verify_manifest(manifest_path, SIGNING_KEY) == []
+    assert verify_manifest(manifest_path, KEYRING) == []
     pdf = PdfReader(io.BytesIO((tmp_path / f"{stem}.pdf").read_bytes()))
     text = "".join("".join(page.extract_text() for page in pdf.pages).split())  # unwrap cells
     assert event_id in text and f"{stem}.manifest.json" in text
@@ -112,7 +112,7 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     unrooted = alert_with_event_id("elsewhere")
     log = AuditLog(tmp_path / "audit_log.jsonl")
     writer = ReportWriter(tmp_path / "reports", input_sha256=INPUT_SHA256, code_version="v", seed=1,
-                          signing_key=SIGNING_KEY, log=log.append)
+                          signer=SIGNER, log=log.append)
     trace = make_trace()
     outcomes = [writer.write(a, trace if a is not unrooted else replace(trace, root="999/ELSE"),
                              make_reason_codes())
@@ -134,7 +134,7 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     assert names == expected
     for m in writer.written:
         assert verify_manifest(tmp_path / "reports" / f"{report_file_stem(m.alert_id)}.manifest.json",
-                               SIGNING_KEY) == []
+                               KEYRING) == []
     # the audit log records every outcome in order, failures with the alert id and reason
     entries = log.entries()
     assert verify_audit_log(tmp_path / "audit_log.jsonl") == []
