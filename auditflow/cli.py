@@ -464,5 +464,16 @@ def verify(
         raise typer.Exit(code=1)
 
 
+def main() -> None:
+    """The ``auditflow`` command: the app, a configuration error as one line and exit 2, not a traceback."""
+    from auditflow.errors import ConfigError
+
+    try:
+        app()
+    except ConfigError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

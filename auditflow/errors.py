@@ -22,3 +22,7 @@ class FieldError(ValueError):
         if len(shown) > MESSAGE_VALUE_CHARS:
             shown = shown[: MESSAGE_VALUE_CHARS - 3] + "..."
         super().__init__(f"{field}={shown}: {reason}")
+
+
+class ConfigError(ValueError):
+    """The settings do not allow what was asked: names the setting and what to set instead."""

@@ -80,6 +80,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from auditflow.errors import ConfigError
 from auditflow.graph_url import BOLT_SCHEMES, graph_backend
 from auditflow.limits import (
     DEFAULT_ALLOWED_LATENESS_MS,
@@ -194,13 +195,13 @@ class Settings(BaseSettings):
     @property
     def neo4j_auth_reference(self) -> dict:
         """The same credentials by reference, for code shipped elsewhere (the stream job): ``user``
-        and ``password_file`` (an absolute path), never the password. ``ValueError`` when the
+        and ``password_file`` (an absolute path), never the password. ``ConfigError`` when the
         password was given only as ``AUDITFLOW_NEO4J_PASSWORD``."""
         if self.neo4j_password_file is not None:
             return {"user": self.neo4j_user or DEFAULT_NEO4J_USER,
                     "password_file": str(self.neo4j_password_file.resolve())}
         if self.neo4j_password is not None:
-            raise ValueError(
+            raise ConfigError(
                 "AUDITFLOW_NEO4J_PASSWORD is set, but the stream job takes the Neo4j password only as a "
                 "file (a password would be pickled into the Flink job graph): write it to a file the "
                 "TaskManagers can read (mode 0600) and set AUDITFLOW_NEO4J_PASSWORD_FILE instead")

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditflow.errors import ConfigError
 from pipelines.stream_job import (
     StreamSpec,
     _sql_str,
@@ -104,7 +105,7 @@ class KafkaJobResult:
 
 def check_connector_jar(jar: str | None) -> str:
     if not jar or not Path(jar).is_file():
-        raise FileNotFoundError(
+        raise ConfigError(
             f"flink-sql-connector-kafka jar not found ({jar!r}); run `deploy/services connector-jar` to fetch it "
             "and set AUDITFLOW_FLINK_KAFKA_JAR")
     return str(Path(jar).resolve())

@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from auditflow import cli
+from auditflow.errors import ConfigError
 from auditflow.settings import Settings
 
 
@@ -62,9 +63,29 @@ def test_a_plain_password_never_goes_to_the_job(monkeypatch, password):
     monkeypatch.setenv("AUDITFLOW_NEO4J_PASSWORD", password)
     s = Settings(graph_url="bolt://db:7687")
     assert s.graph_options["password"] == password  # in this process: fine
-    with pytest.raises(ValueError, match="AUDITFLOW_NEO4J_PASSWORD_FILE") as err:
+    with pytest.raises(ConfigError, match="AUDITFLOW_NEO4J_PASSWORD_FILE") as err:
         s.graph_job_options
     assert password not in str(err.value)
+
+
+def test_the_command_says_so_in_one_line_not_a_traceback(tmp_path, password):
+    """``auditflow job submit`` with the password only in AUDITFLOW_NEO4J_PASSWORD: exit 2, the
+    message naming the variable to set, no traceback and no password (before any server is asked)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITFLOW_")}
+    (tmp_path / "connector.jar").write_bytes(b"")  # only looked for: the settings check comes first
+    env.update(AUDITFLOW_NEO4J_PASSWORD=password, AUDITFLOW_GRAPH_URL="bolt://127.0.0.1:1", AUDITFLOW_OUT_DIR=str(tmp_path),
+               AUDITFLOW_FLINK_KAFKA_JAR=str(tmp_path / "connector.jar"))
+    (tmp_path / "model").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "job", "submit", "--detached", "--model-dir",
+                           str(tmp_path / "model")], env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "AUDITFLOW_NEO4J_PASSWORD_FILE" in out and "Traceback" not in out and "ConfigError" not in out
+    assert password not in out
 
 
 def test_a_missing_password_file_is_an_error_naming_the_variable_and_the_path(monkeypatch, tmp_path):
