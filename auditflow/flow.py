@@ -392,15 +392,14 @@ def run_deep_path(
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
     from evidence_graph import detect_typologies, graph_features, trace_evidence
     from model_service import Cascade, explain_alerts
-    from reports import AuditLog, ReportFailure, ReportWriter
+    from reports import ReportFailure, ReportWriter
 
     signer = report_signer(settings, development_key=development_key)
     cascade = Cascade.load(model_dir)
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
-    log = AuditLog(reports_dir / "audit_log.jsonl")
     writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
-                          seed=settings.seed, signer=signer, log=log.append)
+                          seed=settings.seed, signer=signer)  # repairs what a crashed run left
     cases: list[CaseResult] = []
     with open_graph(settings) as store:
         window = settings.window_minutes
@@ -428,6 +427,7 @@ def run_deep_path(
             case.typologies = [m.typology for m in matches]
             if progress:
                 progress(i + 1, len(todo))
+    writer.finish()  # the signed tree head of the audit log
     return cases
 
 

@@ -1,16 +1,18 @@
-"""Reports: per-alert PDF audit reports, signed manifests and the tamper-evident audit log.
+"""Reports: per-alert PDF audit reports, signed manifests and the Merkle-tree audit log.
 
 This package owns what an auditor receives from a run:
 
-* :func:`render_alert_report` writes ``<stem>.pdf`` (deterministic, byte-identical for the
-  same inputs) and ``<stem>.manifest.json`` (file hashes plus an Ed25519 signature with its key
-  id over the RFC 8785 canonical :class:`~auditflow.records.ReportManifest` body);
-  :func:`verify_manifest` checks both against a :class:`Keyring` of trusted public keys
-  (:mod:`reports.signing`: keys, key ids, rotation, the development key). ``stem`` is :func:`report_file_stem` of the alert id: the id itself when it is a
-  plain short name, else a safe name with a hash of the id. :class:`ReportWriter` writes a run's
-  reports, recording one that fails as a :class:`ReportFailure` and going on with the others.
-* :class:`AuditLog` appends hash-chained JSON lines; :func:`verify_audit_log` names the line
-  where the chain was edited, cut, extended or reordered.
+* :func:`render_alert_report` / :class:`ReportWriter` publish ``<stem>.pdf`` (deterministic,
+  byte-identical for the same inputs), the complete trace beside it and ``<stem>.manifest.json``
+  (file hashes, the alert id, the log index, an Ed25519 signature with its key id over the
+  RFC 8785 canonical :class:`~auditflow.records.ReportManifest` body) into a write-once
+  :class:`~reports.store.ReportStore`; ``stem`` is :func:`report_file_stem` of the alert id.
+  A run's failing report is a :class:`ReportFailure`; the others are still written.
+* :mod:`reports.signing`: keys, key ids, the :class:`Keyring` verifiers trust, rotation, the
+  development key.
+* :class:`AuditLog`: every report is a leaf of an RFC 6962 Merkle tree (:mod:`reports.merkle`:
+  inclusion and consistency proofs), appends locked across processes, a signed
+  :class:`TreeHead` per run.
 * :func:`render_run_summary` turns run counters into a :mod:`rich` table for the terminal.
 
 Domain records come from :mod:`auditflow.records`; nothing here redefines them.
@@ -24,21 +26,24 @@ from reports.alert_report import (
     report_file_stem,
     report_id_for,
 )
-from reports.audit_log import GENESIS_HASH, AuditLog, verify_audit_log
+from reports.audit_log import AuditLog, AuditLogDamaged, TreeHead, verify_audit_log
 from reports.manifest import sign_manifest, verify_manifest
-from reports.signing import DevelopmentKeyRefused, Keyring, PublicKey, Signer, SigningKeyError
 from reports.run_summary import render_run_summary
+from reports.signing import DevelopmentKeyRefused, Keyring, PublicKey, Signer, SigningKeyError
+from reports.store import ReportStore
 
 __all__ = [
-    "GENESIS_HASH",
     "AuditLog",
-    "ReportFailure",
-    "ReportWriter",
+    "AuditLogDamaged",
     "DevelopmentKeyRefused",
     "Keyring",
     "PublicKey",
+    "ReportFailure",
+    "ReportStore",
+    "ReportWriter",
     "Signer",
     "SigningKeyError",
+    "TreeHead",
     "render_alert_pdf",
     "render_alert_report",
     "render_run_summary",

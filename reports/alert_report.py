@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
-import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -45,7 +43,8 @@ from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount
 from auditflow.records import Alert, EvidenceTrace, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
-from reports.manifest import SIGNATURE_ALGORITHM, sha256_hex, sign_manifest, write_manifest
+from reports.names import MAX_FILE_STEM, report_file_stem  # noqa: F401 - re-exported
+from reports.manifest import SIGNATURE_ALGORITHM
 from reports.signing import Signer
 
 #: The PDF's CreationDate/ModDate: 2000-01-01T00:00:00Z, reportlab's own invariant date.
@@ -201,26 +200,6 @@ def report_id_for(
         "narrative": narrative,
     }
     return "report-" + canonical_sha256(payload)[:16]
-
-
-#: The longest file stem; with the longest suffix (``.manifest.json.tmp``) far below the 255
-#: bytes a file name may have.
-MAX_FILE_STEM = 120
-_PLAIN_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-_STEM_HASH = 16  # hex digits: 64 bits
-
-
-def report_file_stem(alert_id: str) -> str:
-    """The file name stem of an alert's report files (``<stem>.pdf``, ``.trace.json``,
-    ``.manifest.json``): the id itself when it is a plain short name, else its safe characters
-    (others as ``_``, cut short) + ``~`` + a hash of the whole id. A plain stem never holds ``~``,
-    so it cannot meet a hashed one; two hashed stems meet only if 64 bits of SHA-256 do."""
-    if len(alert_id) <= MAX_FILE_STEM and _PLAIN_STEM.fullmatch(alert_id):
-        return alert_id
-    digest = hashlib.sha256(alert_id.encode("utf-8", "surrogatepass")).hexdigest()[:_STEM_HASH]
-    kept = _UNSAFE.sub("_", alert_id).lstrip("._-")[: MAX_FILE_STEM - 1 - _STEM_HASH]
-    return f"{kept}~{digest}"
 
 
 # ----------------------------------------------------------------------------- sections
@@ -482,28 +461,20 @@ def render_alert_pdf(
     return buf.getvalue()
 
 
-def render_alert_report(
+def prepare_alert_report(
     alert: Alert,
     trace: EvidenceTrace,
-    reason_codes: list[ReasonCode],
+    reason_codes: Sequence[ReasonCode],
     *,
-    out_dir: str | Path,
     input_sha256: str,
     code_version: str,
     seed: int,
     typologies: Sequence[tuple[str, str]] = (),
     narrative: str | None = None,
-    signer: Signer,
-) -> ReportManifest:
-    """Write ``<out_dir>/<stem>.pdf``, the complete trace as ``<stem>.trace.json`` and the signed
-    ``<stem>.manifest.json`` that hashes both (``stem`` = :func:`report_file_stem` of the alert id;
-    the manifest lists the names).
-
-    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or
-    ``signer`` is no :class:`~reports.signing.Signer`.
-    """
-    if not isinstance(signer, Signer):
-        raise ValueError(f"signer must be a reports.signing.Signer, got {type(signer).__name__}")
+) -> tuple[str, list[tuple[str, bytes]], ReportManifest]:
+    """The report's file stem, its files as (suffix, bytes) and its manifest before it is placed
+    and signed (pure: nothing written). ``ValueError`` when the trace is not rooted at the alert's
+    sender or receiver."""
     parties = {alert.event.sender.node_id, alert.event.receiver.node_id}
     if trace.root not in parties:
         raise ValueError(f"trace {trace.trace_id} is rooted at {trace.root!r}, not at the alert's "
@@ -529,23 +500,39 @@ def render_alert_report(
     )
     pdf = render_alert_pdf(alert, trace, reason_codes, unsigned, typologies=typologies,
                            narrative=narrative)
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = report_file_stem(alert.alert_id)
-    pdf_name = f"{stem}.pdf"
-    tmp = out / (pdf_name + ".tmp")
-    tmp.write_bytes(pdf)
-    tmp.replace(out / pdf_name)
-
-    trace_name = f"{stem}.trace.json"
     trace_bytes = (trace.to_json() + "\n").encode()
-    (out / trace_name).write_bytes(trace_bytes)
+    return report_file_stem(alert.alert_id), [(".pdf", pdf), (".trace.json", trace_bytes)], unsigned
 
-    files = ((pdf_name, sha256_hex(pdf)), (trace_name, sha256_hex(trace_bytes)))
-    manifest = sign_manifest(replace(unsigned, files=files), signer)
-    write_manifest(manifest, out / f"{stem}.manifest.json")
-    return manifest
+
+def render_alert_report(
+    alert: Alert,
+    trace: EvidenceTrace,
+    reason_codes: list[ReasonCode],
+    *,
+    out_dir: str | Path,
+    input_sha256: str,
+    code_version: str,
+    seed: int,
+    typologies: Sequence[tuple[str, str]] = (),
+    narrative: str | None = None,
+    signer: Signer,
+) -> ReportManifest:
+    """Publish the alert's report in ``out_dir`` (a :class:`~reports.store.ReportStore`):
+    ``<stem>.pdf``, the complete trace as ``<stem>.trace.json`` and the signed
+    ``<stem>.manifest.json`` that hashes both, appended to ``out_dir/audit_log.jsonl``. Identical
+    content already there is left as is; different content becomes ``<stem>@2``...
+
+    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or
+    ``signer`` is no :class:`~reports.signing.Signer`.
+    """
+    from reports.store import ReportStore
+
+    if not isinstance(signer, Signer):
+        raise ValueError(f"signer must be a reports.signing.Signer, got {type(signer).__name__}")
+    stem, contents, unsigned = prepare_alert_report(
+        alert, trace, reason_codes, input_sha256=input_sha256, code_version=code_version, seed=seed,
+        typologies=typologies, narrative=narrative)
+    return ReportStore(out_dir, signer).publish(stem, contents, unsigned).manifest
 
 
 # ----------------------------------------------------------------------------- a run's reports
@@ -567,18 +554,17 @@ def _unicode_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-_REPORT_SUFFIXES = (".pdf.tmp", ".pdf", ".trace.json", ".manifest.json.tmp", ".manifest.json")
 _MAX_REASON = 500
 
 
 class ReportWriter:
-    """Writes the per-alert reports of one run into ``out_dir``, and records each in ``log``.
+    """Writes the per-alert reports of one run into a :class:`~reports.store.ReportStore`.
 
-    :meth:`write` never lets one alert stop the run: a report that raises is recorded as a
-    :class:`ReportFailure` (audit log kind ``report_failed``, with the alert id and the reason),
-    whatever it had written of its own files is removed, and the next alert is written as usual.
-    So ``attempted == len(written) + len(failed)``. A written report is logged as ``report``
-    (alert id, report id, files and their hashes, trace id, signature).
+    Opening repairs what a crashed run left (:attr:`repaired`). :meth:`write` never lets one
+    alert stop the run: a report that raises is recorded as a :class:`ReportFailure` (audit log
+    kind ``report_failed``, with the alert id and the reason) and the next alert is written as
+    usual, so ``attempted == len(written) + len(failed)``. :meth:`finish` writes the signed tree
+    head at the end of the run.
     """
 
     def __init__(
@@ -589,18 +575,20 @@ class ReportWriter:
         code_version: str,
         seed: int,
         signer: Signer,
-        log: Callable[[str, dict], object] | None = None,
     ) -> None:
+        from reports.store import ReportStore
+
         self.out_dir = Path(out_dir)
-        self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed,
-                          signer=signer)
-        self._log = log
+        self.store = ReportStore(self.out_dir, signer)
+        self.repaired = self.store.repair()
+        self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed)
         self.written: list[ReportManifest] = []
+        self.unchanged: list[ReportManifest] = []  # identical reports already there (a rerun)
         self.failed: list[ReportFailure] = []
 
     @property
     def attempted(self) -> int:
-        return len(self.written) + len(self.failed)
+        return len(self.written) + len(self.unchanged) + len(self.failed)
 
     def write(
         self,
@@ -613,24 +601,18 @@ class ReportWriter:
     ) -> ReportManifest | ReportFailure:
         """The alert's report (see :func:`render_alert_report`), or why it could not be written."""
         try:
-            manifest = render_alert_report(alert, trace, reason_codes, out_dir=self.out_dir,
-                                           typologies=typologies, narrative=narrative, **self._args)
+            stem, contents, unsigned = prepare_alert_report(
+                alert, trace, reason_codes, typologies=typologies, narrative=narrative, **self._args)
+            published = self.store.publish(stem, contents, unsigned)
         except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
             failure = ReportFailure(alert.alert_id, _unicode_text(f"{type(e).__name__}: {e}"[:_MAX_REASON]))
-            self._remove_partial(alert.alert_id)
             self.failed.append(failure)
-            if self._log is not None:  # canonical JSON carries valid Unicode only: a lone surrogate as \\udXXX
-                self._log("report_failed", {k: _unicode_text(v) for k, v in failure.to_dict().items()})
+            # canonical JSON carries valid Unicode only: a lone surrogate as \\udXXX
+            self.store.record("report_failed", {k: _unicode_text(v) for k, v in failure.to_dict().items()})
             return failure
-        self.written.append(manifest)
-        if self._log is not None:
-            self._log("report", {"alert_id": alert.alert_id, "report_id": manifest.report_id,
-                                 "files": [list(f) for f in manifest.files],
-                                 "trace_id": trace.trace_id, "signature": manifest.signature})
-        return manifest
+        (self.unchanged if published.status == "unchanged" else self.written).append(published.manifest)
+        return published.manifest
 
-    def _remove_partial(self, alert_id: str) -> None:
-        stem = report_file_stem(alert_id)
-        for suffix in _REPORT_SUFFIXES:
-            (self.out_dir / f"{stem}{suffix}").unlink(missing_ok=True)
-
+    def finish(self):
+        """Sign and write the tree head (``tree_head.json``); returns it."""
+        return self.store.finish()

@@ -17,6 +17,7 @@ from auditflow.money import format_amount
 from auditflow.records import EvidenceTrace, ReportManifest
 from reports import render_alert_report, verify_manifest
 from reports.signing import Keyring, Signer
+from reports.store import STORE_FILES
 from reports._charts import MAX_DRAWN_NODES, select_drawn_nodes, shorten_label, trace_subgraph
 from reports.testing import (
     INPUT_SHA256,
@@ -55,7 +56,7 @@ def rendered(tmp_path_factory) -> tuple[Path, ReportManifest, str]:
 def test_writes_pdf_and_manifest_named_after_the_alert(rendered):
     out, manifest, _ = rendered
     alert_id = make_alert().alert_id
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in out.iterdir() if p.name not in STORE_FILES) == [
         f"{alert_id}.manifest.json", f"{alert_id}.pdf", f"{alert_id}.trace.json"]
     assert manifest.alert_id == alert_id
     assert [name for name, _ in manifest.files] == [f"{alert_id}.pdf", f"{alert_id}.trace.json"]
@@ -220,7 +221,7 @@ def test_rejects_bad_inputs(tmp_path):
                             out_dir=inner, input_sha256=INPUT_SHA256, code_version="v", seed=1,
                             signer=SIGNER)
     assert m.alert_id == "../escape" and sorted(p.name for p in tmp_path.iterdir()) == ["inner"]
-    assert all(p.name.startswith("escape~") for p in inner.iterdir())
+    assert all(p.name.startswith("escape~") for p in inner.iterdir() if p.name not in STORE_FILES)
 
 
 def test_minimal_report_without_optional_sections(tmp_path):

@@ -24,6 +24,7 @@ from reports import (
     verify_manifest,
 )
 from reports.alert_report import MAX_FILE_STEM
+from reports.store import STORE_FILES
 from reports.testing import INPUT_SHA256, KEYRING, SIGNER, make_alert, make_reason_codes, make_trace
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~-]*")
@@ -93,7 +94,7 @@ def test_a_report_for_a_hostile_id_is_written_and_keeps_the_full_id(tmp_path: Pa
     m = render_alert_report(alert, make_trace(), make_reason_codes(), out_dir=tmp_path,
                             input_sha256=INPUT_SHA256, code_version="v", seed=1, signer=SIGNER)
     stem = report_file_stem(alert.alert_id)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in STORE_FILES) == sorted(
         f"{stem}{s}" for s in (".pdf", ".trace.json", ".manifest.json"))
     assert [n for n, _ in m.files] == [f"{stem}.pdf", f"{stem}.trace.json"]
     manifest_path = tmp_path / f"{stem}.manifest.json"
@@ -110,9 +111,8 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     huge = alert_with_event_id("z" * 100_000)  # too tall for its table cell: reportlab LayoutError
     surrogate = alert_with_event_id("sur\ud800")  # a lone surrogate cannot be encoded
     unrooted = alert_with_event_id("elsewhere")
-    log = AuditLog(tmp_path / "audit_log.jsonl")
     writer = ReportWriter(tmp_path / "reports", input_sha256=INPUT_SHA256, code_version="v", seed=1,
-                          signer=SIGNER, log=log.append)
+                          signer=SIGNER)
     trace = make_trace()
     outcomes = [writer.write(a, trace if a is not unrooted else replace(trace, root="999/ELSE"),
                              make_reason_codes())
@@ -128,7 +128,7 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     assert [type(o) for o in outcomes] == [type(writer.written[0]), ReportFailure, type(writer.written[0]),
                                           ReportFailure, ReportFailure]
     # only the written reports' files are there, each verified; a failed one leaves nothing
-    names = sorted(p.name for p in (tmp_path / "reports").iterdir())
+    names = sorted(p.name for p in (tmp_path / "reports").iterdir() if p.name not in STORE_FILES)
     expected = sorted(f"{report_file_stem(a.alert_id)}{s}" for a in (good, slash)
                       for s in (".pdf", ".trace.json", ".manifest.json"))
     assert names == expected
@@ -136,10 +136,12 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
         assert verify_manifest(tmp_path / "reports" / f"{report_file_stem(m.alert_id)}.manifest.json",
                                KEYRING) == []
     # the audit log records every outcome in order, failures with the alert id and reason
-    entries = log.entries()
-    assert verify_audit_log(tmp_path / "audit_log.jsonl") == []
-    assert [(e["kind"], e["payload"]["alert_id"]) for e in entries] == [
+    entries = [e.to_dict() for e in AuditLog(tmp_path / "reports" / "audit_log.jsonl").entries()]
+    assert verify_audit_log(tmp_path / "reports" / "audit_log.jsonl") == []
+    subject = {"report": "subject_id", "report_failed": "alert_id"}
+    assert [(e["kind"], e["payload"][subject[e["kind"]]]) for e in entries] == [
         ("report", good.alert_id), ("report_failed", huge.alert_id), ("report", slash.alert_id),
         ("report_failed", "alert-sur\\ud800"), ("report_failed", unrooted.alert_id)]
     assert entries[1]["payload"]["reason"] == failed[huge.alert_id]
     assert entries[0]["payload"]["files"] == [list(f) for f in writer.written[0].files]
+    assert [m.log_index for m in writer.written] == [0, 2]
