@@ -441,27 +441,56 @@ def keys_publish(
 @app.command()
 def verify(
     reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
+    tree_head: Annotated[Optional[Path], typer.Option(
+        "--tree-head", exists=True, dir_okay=False, help="a signed tree head kept elsewhere: the log must extend it")] = None,
+    allow_dev_key: Annotated[bool, typer.Option(
+        "--allow-dev-key", help="also trust the public development key (demo reports; proves nothing)")] = False,
 ) -> None:
-    """Check every report manifest (file hashes, HMAC) and the audit log's hash chain."""
-    from reports import verify_audit_log, verify_manifest
+    """Check every report against its manifest, each signature, each report's inclusion in the
+    Merkle audit log, that every logged file exists, and the log against its signed tree head
+    (and --tree-head). Names each failure; exits 1 on any."""
+    from reports.signing import SigningKeyError
 
     settings = _settings()
     reports_dir = _existing_dir(reports_dir or settings.out_dir / flow.REPORTS_DIRNAME, "reports folder")
-    key = flow.trusted_keys(settings)
-    table = Table("item", "problems")
-    bad = 0
-    for m in sorted(reports_dir.glob("*.manifest.json")):
-        problems = verify_manifest(m, key)
-        bad += bool(problems)
-        table.add_row(m.name, "; ".join(problems) or "ok")
-    log = reports_dir / "audit_log.jsonl"
-    if log.exists():
-        problems = verify_audit_log(log)
-        bad += bool(problems)
-        table.add_row(log.name, "; ".join(problems) or "ok")
+    try:
+        result = flow.verify_reports(settings, reports_dir, tree_head_file=tree_head, allow_dev_key=allow_dev_key)
+    except (SigningKeyError, ValueError) as e:
+        raise _fail(str(e), code=2) from None
+    if allow_dev_key:
+        console.print("[bold red]warning:[/bold red] trusting the public development key: signatures by it prove "
+                      "nothing", highlight=False)
+    summary = (f"{result.reports} reports, {result.files} files, audit log of {result.log_size} entries"
+               + (f", consistent with {tree_head}" if tree_head and result.ok else ""))
+    if result.ok:
+        console.print(f"verified: {summary}", soft_wrap=True, highlight=False)
+        return
+    table = Table("item", "what failed", title=f"verify {reports_dir}: {len(result.findings)} problem(s)",
+                  title_justify="left")
+    for f in result.findings:
+        table.add_row(f.item, f.problem)
     console.print(table)
-    if bad:
-        raise typer.Exit(code=1)
+    console.print(f"[red]FAILED[/red]: {summary}; {len(result.findings)} problem(s)", soft_wrap=True, highlight=False)
+    raise typer.Exit(code=1)
+
+
+@app.command("tree-head")
+def tree_head_(
+    reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="write it here (keep it outside the reports folder)")] = None,
+) -> None:
+    """Export the audit log's signed tree head, to keep elsewhere and check later with verify --tree-head."""
+    settings = _settings()
+    reports_dir = _existing_dir(reports_dir or settings.out_dir / flow.REPORTS_DIRNAME, "reports folder")
+    try:
+        head = flow.export_tree_head(reports_dir, out)
+    except (FileNotFoundError, ValueError) as e:
+        raise _fail(str(e), code=2) from None
+    if out is None:
+        typer.echo(head.to_bytes().decode("ascii"), nl=False)
+    else:
+        console.print(f"wrote {out}: tree size {head.tree_size}, root {head.root_hash}, key {head.key_id}",
+                      soft_wrap=True, highlight=False)
 
 
 def main() -> None:

@@ -76,6 +76,32 @@ def trusted_keys(settings: Settings, *, development_key: bool = False):
     return ring
 
 
+def verify_reports(settings: Settings, reports_dir: str | Path, *, tree_head_file: str | Path | None = None,
+                   allow_dev_key: bool = False):
+    """:func:`reports.verify.verify_reports` of the folder against the trusted keys (see
+    :func:`trusted_keys`) and, when given, a kept tree head."""
+    from reports.audit_log import TreeHead
+    from reports.verify import verify_reports as verify
+
+    head = TreeHead.load(tree_head_file) if tree_head_file is not None else None
+    return verify(reports_dir, trusted_keys(settings, development_key=allow_dev_key), tree_head=head,
+                  tree_head_name=f"kept tree head {Path(tree_head_file).name}" if tree_head_file else "kept tree head")
+
+
+def export_tree_head(reports_dir: str | Path, out: str | Path | None = None):
+    """The folder's signed tree head (``tree_head.json``), copied to ``out`` when given."""
+    from reports.audit_log import TreeHead
+    from reports.store import TREE_HEAD_NAME
+
+    path = Path(reports_dir) / TREE_HEAD_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no signed tree head (a run writes it when it finishes)")
+    head = TreeHead.load(path)
+    if out is not None:
+        head.write(out)
+    return head
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -13,6 +13,7 @@ This package owns what an auditor receives from a run:
 * :class:`AuditLog`: every report is a leaf of an RFC 6962 Merkle tree (:mod:`reports.merkle`:
   inclusion and consistency proofs), appends locked across processes, a signed
   :class:`TreeHead` per run.
+* :func:`verify_reports` (:mod:`reports.verify`) checks a whole folder and names every failure.
 * :func:`render_run_summary` turns run counters into a :mod:`rich` table for the terminal.
 
 Domain records come from :mod:`auditflow.records`; nothing here redefines them.
@@ -31,10 +32,12 @@ from reports.manifest import sign_manifest, verify_manifest
 from reports.run_summary import render_run_summary
 from reports.signing import DevelopmentKeyRefused, Keyring, PublicKey, Signer, SigningKeyError
 from reports.store import ReportStore
+from reports.verify import Finding, VerifyResult, verify_reports
 
 __all__ = [
     "AuditLog",
     "AuditLogDamaged",
+    "Finding",
     "DevelopmentKeyRefused",
     "Keyring",
     "PublicKey",
@@ -44,6 +47,7 @@ __all__ = [
     "Signer",
     "SigningKeyError",
     "TreeHead",
+    "VerifyResult",
     "render_alert_pdf",
     "render_alert_report",
     "render_run_summary",
@@ -52,4 +56,5 @@ __all__ = [
     "sign_manifest",
     "verify_audit_log",
     "verify_manifest",
+    "verify_reports",
 ]

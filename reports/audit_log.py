@@ -313,20 +313,22 @@ def check_audit_log(path: str | Path) -> LogCheck:
     return LogCheck(entries, tree, problems)
 
 
-def check_tree_head(tree: MerkleTree, head: TreeHead, keyring: Keyring, *, what: str) -> list[str]:
+def check_tree_head(tree: MerkleTree, head: TreeHead, keyring: Keyring, *, what: str = "") -> list[str]:
     """Problems of the log (as ``tree``) against a signed tree head: its signature, and that the
-    log extends it (a consistency proof from its size to the log's, checked RFC 9162 style)."""
+    log extends it (a consistency proof from its size to the log's, checked RFC 9162 style).
+    Each starts with ``what: `` when given."""
     problems = []
+    pre = f"{what}: " if what else ""
     why = head.problem(keyring)
     if why is not None:
-        problems.append(f"{what}: {why}")
+        problems.append(f"{pre}{why}")
     if head.tree_size > tree.size:
-        problems.append(f"{what}: records {head.tree_size} log entries, the log has {tree.size} "
+        problems.append(f"{pre}records {head.tree_size} log entries, the log has {tree.size} "
                         "(entries were cut off or the log replaced)")
         return problems
     proof = tree.consistency_proof(head.tree_size, tree.size)
     if not verify_consistency(head.tree_size, tree.size, bytes.fromhex(head.root_hash), tree.root(), proof):
-        problems.append(f"{what}: the log's first {head.tree_size} entries do not give its root "
+        problems.append(f"{pre}the log's first {head.tree_size} entries do not give its root "
                         f"{head.root_hash[:16]}... (the log was rewritten or reordered)")
     return problems
 

@@ -124,3 +124,160 @@ def make_big_trace(width: int = 30, hops: int = 4) -> EvidenceTrace:
     return EvidenceTrace("trace-big0000000000001", ROOT, "out", hops, 50, None, None,
                          tuple(nodes), tuple(edges), backend="networkx", truncated=True)
 
+
+
+# ----------------------------------------------------------------------------- tamper cases
+#
+# A reports folder with a few signed reports, and every way of tampering with it the audit
+# review listed; each case names the file or check verify must report. The tests and
+# bench/reports.py share them.
+
+
+def alert_number(i: int) -> Alert:
+    """``make_alert`` with its own event id (so its own alert id and report)."""
+    from dataclasses import replace
+
+    base = make_alert()
+    event = replace(base.event, event_id=f"tx-{i:016x}")
+    return replace(base, alert_id=alert_id_for(event.event_id), event=event)
+
+
+def make_reports_folder(directory, n: int = 3, *, signer: Signer | None = None):
+    """``n`` reports written by a :class:`~reports.alert_report.ReportWriter` into ``directory``,
+    finished (signed tree head); returns the manifests."""
+    from reports.alert_report import ReportWriter
+
+    writer = ReportWriter(directory, input_sha256=INPUT_SHA256, code_version="v", seed=7, signer=signer or SIGNER)
+    manifests = [writer.write(alert_number(i), make_trace(), make_reason_codes()) for i in range(n)]
+    writer.finish()
+    return manifests
+
+
+def _stems(directory) -> list[str]:
+    from pathlib import Path
+
+    return sorted(p.name[: -len(".manifest.json")] for p in Path(directory).glob("*.manifest.json"))
+
+
+def _flip(path, at: float = 0.5) -> None:
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * at)] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _swap(d) -> None:
+    """Report B becomes a copy of report A: A's valid manifest over B's, A's PDF over B's."""
+    a, b = _stems(d)[:2]
+    (d / f"{b}.manifest.json").write_bytes((d / f"{a}.manifest.json").read_bytes())
+    (d / f"{b}.pdf").write_bytes((d / f"{a}.pdf").read_bytes())
+
+
+def _delete_report(d) -> None:
+    s = _stems(d)[1]
+    for p in d.glob(f"{s}.*"):
+        p.unlink()
+
+
+def _truncate_log(d) -> None:
+    log = d / "audit_log.jsonl"
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-1]))
+
+
+def _rewrite_log(d) -> None:
+    """Drop one report's entry and recompute the whole log (new leaves, new root), re-signing the
+    folder's tree head with another key."""
+    from reports.audit_log import AuditLog
+
+    log_path = d / "audit_log.jsonl"
+    old = AuditLog(log_path).entries()
+    log_path.unlink()
+    new = AuditLog(log_path)
+    for e in old[1:]:
+        new.append(e.kind, e.payload)
+    new.tree_head(Signer.from_seed(bytes(32))).write(d / "tree_head.json")
+
+
+def _rewrite_log_keep_head(d) -> None:
+    """Reorder two entries into a new valid log (indices renumbered), leaving the signed head."""
+    import json
+
+    from reports.audit_log import AuditLog
+
+    log_path = d / "audit_log.jsonl"
+    old = AuditLog(log_path).entries()
+    log_path.unlink()
+    new = AuditLog(log_path)
+    for e in [old[1], old[0], *old[2:]]:
+        new.append(e.kind, json.loads(json.dumps(e.payload)))
+
+
+def _delete_log(d) -> None:
+    (d / "audit_log.jsonl").unlink()
+
+
+def _empty_folder(d) -> None:
+    import shutil
+
+    for p in list(d.iterdir()):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def _resign(d, signer: Signer) -> None:
+    """Edit a manifest (another seed) and sign it again with ``signer``."""
+    import json
+    from dataclasses import replace
+
+    from auditflow.records import ReportManifest
+    from reports.manifest import sign_manifest, write_manifest
+
+    path = d / f"{_stems(d)[0]}.manifest.json"
+    m = ReportManifest.from_dict(json.loads(path.read_text()))
+    write_manifest(sign_manifest(replace(m, seed=m.seed + 1), signer), path)
+
+
+def _resign_dev(d) -> None:
+    from reports.signing import development_signer
+
+    _resign(d, development_signer())
+
+
+def _resign_other(d) -> None:
+    _resign(d, Signer.from_seed(bytes(32)))
+
+
+def _unlogged_pdf(d) -> None:
+    (d / "alert-planted.pdf").write_bytes((d / f"{_stems(d)[0]}.pdf").read_bytes())
+
+
+def _forged_tree_head(d) -> None:
+    import json
+
+    head = json.loads((d / "tree_head.json").read_text())
+    head["tree_size"] -= 1
+    (d / "tree_head.json").write_text(json.dumps(head))
+
+
+def _delete_tree_head(d) -> None:
+    (d / "tree_head.json").unlink()
+
+
+#: name -> (tamper(folder), what a finding must contain, whether it is only visible against a
+#: tree head kept outside the folder).
+TAMPER_CASES = {
+    "swap manifest+pdf": (_swap, "a manifest copied over another", False),
+    "delete a report": (_delete_report, "was deleted", False),
+    "truncate the log": (_truncate_log, "the log has", False),
+    "rewrite the log, re-sign its head": (_rewrite_log, "not among the trusted keys", False),
+    "rewrite the log, keep its head": (_rewrite_log_keep_head, "do not give its root", False),
+    "delete the log": (_delete_log, "the log was deleted", False),
+    "empty the folder": (_empty_folder, "the folder emptied", True),
+    "re-sign a manifest with the dev key": (_resign_dev, "development key", False),
+    "re-sign a manifest with another key": (_resign_other, "not among the trusted keys", False),
+    "flip a byte in a pdf": (lambda d: _flip(d / f"{_stems(d)[0]}.pdf"), "altered or replaced", False),
+    "flip a byte in a trace": (lambda d: _flip(d / f"{_stems(d)[0]}.trace.json", 0.3), "altered or replaced", False),
+    "flip a byte in a manifest": (lambda d: _flip(d / f"{_stems(d)[0]}.manifest.json", 0.4), "manifest", False),
+    "flip a byte in the log": (lambda d: _flip(d / "audit_log.jsonl", 0.6), "audit_log.jsonl", False),
+    "plant an unlogged pdf": (_unlogged_pdf, "not in the audit log", False),
+    "edit the tree head": (_forged_tree_head, "does not verify", False),
+    "delete the tree head": (_delete_tree_head, "signed by no tree head", False),
+}

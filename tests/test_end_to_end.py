@@ -128,7 +128,11 @@ def test_money_round_trips_exactly_csv_json_report(demo_out: Path) -> None:
 
 
 def test_reports_verify(demo_out: Path) -> None:
+    # the demo signs with the public development key: verify trusts it only when told to
     proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "verify", str(demo_out / "reports")],
                           capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "development key" in " ".join(proc.stdout.split())
+    proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "verify", "--allow-dev-key", str(demo_out / "reports")],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ok" in proc.stdout
+    assert "verified: " in proc.stdout

@@ -247,31 +247,28 @@ def test_trace_refuses_invalid_settings_naming_variable_and_value(graph_dir, mon
 
 @pytest.fixture
 def reports_dir(tmp_path, monkeypatch) -> Path:
-    """One signed report (hand-built alert, no pipeline) under the configured signing key."""
-    from reports import AuditLog, render_alert_report
-    from reports.testing import INPUT_SHA256, make_alert, make_reason_codes, make_trace
-
+    """Two signed reports (hand-built alerts, no pipeline) under the configured signing key."""
     from reports.signing import generate_key_file
+    from reports.testing import make_reports_folder
 
     signer = generate_key_file(tmp_path / "signing.pem")
     monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     out = tmp_path / "reports"
-    m = render_alert_report(make_alert(), make_trace(), make_reason_codes(), out_dir=out, input_sha256=INPUT_SHA256,
-                            code_version="test", seed=7, signer=signer)
-    AuditLog(out / "audit_log.jsonl").append("report", {"report_id": m.report_id})
+    make_reports_folder(out, 2, signer=signer)
     return out
 
 
-def test_verify_passes_then_fails_on_a_tampered_manifest(reports_dir):
+def test_verify_passes_then_fails_on_a_tampered_manifest_naming_it(reports_dir):
     out = invoke("verify", reports_dir)
-    assert "problems" in out and out.count("ok") == 2
-    manifest = next(reports_dir.glob("*.manifest.json"))
+    assert "verified: 2 reports, 4 files, audit log of 2 entries" in " ".join(out.split())
+    manifest = sorted(reports_dir.glob("*.manifest.json"))[0]
     d = json.loads(manifest.read_text())
     d["seed"] = 8
     manifest.write_text(json.dumps(d))
     result = runner.invoke(cli.app, ["verify", str(reports_dir)])
     assert result.exit_code == 1
-    assert "ok" in result.output  # the audit log is still fine; the manifest is not
+    text = " ".join(result.output.split())
+    assert manifest.name in text and "signature does not verify" in text and "FAILED" in text
 
 
 def test_verify_uses_the_configured_key(reports_dir, monkeypatch):
@@ -279,7 +276,41 @@ def test_verify_uses_the_configured_key(reports_dir, monkeypatch):
 
     generate_key_file(reports_dir.parent / "another.pem")
     monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(reports_dir.parent / "another.pem"))
-    assert runner.invoke(cli.app, ["verify", str(reports_dir)]).exit_code == 1
+    result = runner.invoke(cli.app, ["verify", str(reports_dir)])
+    assert result.exit_code == 1 and "not among the trusted keys" in " ".join(result.output.split())
+    # a published keyring holding the old key keeps its reports verifiable (rotation)
+    invoke("keys", "publish", reports_dir.parent / "keyring.json")  # the new key
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(reports_dir.parent / "signing.pem"))
+    invoke("keys", "publish", reports_dir.parent / "keyring.json")  # and the old one
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(reports_dir.parent / "another.pem"))
+    monkeypatch.setenv("AUDITFLOW_TRUSTED_KEYS_FILE", str(reports_dir.parent / "keyring.json"))
+    invoke("verify", reports_dir)
+
+
+def test_verify_with_a_kept_tree_head_catches_a_cut_log(reports_dir, tmp_path):
+    invoke("tree-head", reports_dir, "--out", tmp_path / "kept.json")
+    log = reports_dir / "audit_log.jsonl"
+    log.write_bytes(log.read_bytes().splitlines(keepends=True)[0])
+    result = runner.invoke(cli.app, ["verify", str(reports_dir), "--tree-head", str(tmp_path / "kept.json")])
+    assert result.exit_code == 1
+    assert "records 2 log entries, the log has 1" in " ".join(result.output.split())
+
+
+def test_verify_of_an_empty_folder_fails(tmp_path):
+    (tmp_path / "empty").mkdir()
+    from reports.signing import generate_key_file
+
+    generate_key_file(tmp_path / "k.pem")
+    result = runner.invoke(cli.app, ["verify", str(tmp_path / "empty")],
+                           env={"AUDITFLOW_SIGNING_KEY_FILE": str(tmp_path / "k.pem")})
+    assert result.exit_code == 1 and "nothing to verify" in " ".join(result.output.split())
+
+
+def test_keys_new_never_overwrites(tmp_path):
+    out = invoke("keys", "new", tmp_path / "k.pem")
+    assert "key id ed25519:" in out
+    result = runner.invoke(cli.app, ["keys", "new", str(tmp_path / "k.pem")])
+    assert result.exit_code == 2 and "not overwriting" in result.output
 
 
 # ------------------------------------------------------------------ run (one Flink job)

@@ -145,6 +145,14 @@ def test_run_result_counts_recall_and_files(run, live):
     assert [a["report"] for a in alerts if a["report"]] == [str(c.report_pdf) for c in result.cases if c.report_pdf]
 
 
+def test_the_runs_reports_verify_against_its_signed_tree_head(run):
+    result, settings = run
+    check = flow.verify_reports(settings, result.paths.reports_dir)
+    assert check.ok, check.findings
+    assert check.reports == result.reports_written == 2
+    assert (result.paths.reports_dir / "tree_head.json").exists()
+
+
 def test_reports_record_the_code_version_of_the_checkout(run):
     result, _ = run
     manifests = [json.loads(p.read_text()) for p in result.paths.reports_dir.glob("*.manifest.json")]
