@@ -907,7 +907,8 @@ def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: i
            "p50": float(np.percentile(arr, 50)) if lat else float("nan"),
            "p99": float(np.percentile(arr, 99)) if lat else float("nan"),
            "max": float(arr.max()) if lat else float("nan"), "min": float(arr.min()) if lat else float("nan"),
-           "tail_events": tail_n, "flink_conf": {**job_conf(cfg), **conf}, "threshold_usd": q, "slices": slices}
+           "tail_events": tail_n, "flink_conf": {**job_conf(cfg), **conf}, "threshold_usd": q, "slices": slices,
+           "by_send": by_send}
     log(f"[latency] {len(lat)} of {len(expected)} expected alerts of the measured phase ({m_n:,} events at "
         f"{measured_rate:,.0f}/s): p50 {res['p50']:.0f} ms, p99 {res['p99']:.0f} ms, max {res['max']:.0f} ms; "
         "by send time (s: n p50/p99): " + "; ".join(f"{t}: {n} {a:.0f}/{b:.0f}" for t, n, a, b in slices))

@@ -63,7 +63,7 @@ def world(tmp_path_factory):
     spec = StreamSpec(scorer_factory=linear_scorer(threshold=0.0), out_of_orderness_ms=BOUND_MS,
                       allowed_lateness_ms=LATENESS_MS)
     out = run_wire_job(wire, spec)
-    return {"csv": csv_path, "arrivals": arrivals, "out": out, "lines": len(lines)}
+    return {"csv": csv_path, "arrivals": arrivals, "out": out, "lines": len(lines), "wire": wire}
 
 
 def test_counts_balance(world):
@@ -94,6 +94,43 @@ def test_features_equal_the_reference_bit_for_bit(world):
         if bad:
             mismatched.append((eid, bad[:3]))
     assert not mismatched, f"{len(mismatched)} events differ, e.g. {mismatched[:3]}"
+
+
+def test_features_are_the_same_with_a_checkpoint_every_50_ms(world, tmp_path):
+    """Checkpoints taken all through the run: the heap state backend then copies each account's
+    state with its serializer (AccountStateSerializer) when it is written during a snapshot; a
+    copy that shared a mutable part with the original would change later features. (A finished
+    job deletes its checkpoints: a thread notes them while it runs.)"""
+    import threading
+    import time
+
+    chk = tmp_path / "chk"
+    spec = StreamSpec(scorer_factory=linear_scorer(threshold=0.0), out_of_orderness_ms=BOUND_MS,
+                      allowed_lateness_ms=LATENESS_MS,
+                      flink_conf={"execution.checkpointing.interval": "50 ms",
+                                  "execution.checkpointing.min-pause": "0 ms",
+                                  "execution.checkpointing.dir": chk.as_uri()})
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(p.name for p in chk.glob("*/chk-*"))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        out = run_wire_job(world["wire"], spec)
+    finally:
+        done.set()
+        watcher.join()
+    assert len(seen) >= 3, seen  # checkpoints were taken during the run
+    expected = admit(world["arrivals"], BOUND_MS, LATENESS_MS)
+    reference = {ev.event_id: feats for ev, feats in iter_features(expected.processed)}
+    got = {a["event"]["event_id"]: dict(a["features"]) for a in out.alerts}
+    assert set(got) == set(reference)
+    assert [eid for eid, feats in got.items() if feats != reference[eid]] == []
 
 
 def test_malformed_records_are_rejected_with_field_and_reason(world):

@@ -277,7 +277,7 @@ public final class StreamFeatures {
         @Override
         public void open(OpenContext ctx) {
             state = getRuntimeContext().getState(
-                    new ValueStateDescriptor<>("account", TypeInformation.of(AccountState.class)));
+                    new ValueStateDescriptor<>("account", AccountStateSerializer.INSTANCE));
         }
 
         private long due(long ts) {
