@@ -439,6 +439,47 @@ def keys_publish(
 
 
 @app.command()
+def report(
+    target: Annotated[str, typer.Argument(help="an alert id of the run in OUT_DIR, or `period`")],
+    profile: Annotated[Optional[str], typer.Option(
+        help="compliance profile: sar, gdpr-art22, ccpa [default: AUDITFLOW_REPORT_PROFILE, else sar]")] = None,
+    from_: Annotated[Optional[str], typer.Option("--from", help="period start, YYYY-MM-DD (with `period`)")] = None,
+    to: Annotated[Optional[str], typer.Option(help="period end, YYYY-MM-DD, exclusive (with `period`)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="run folder [default: AUDITFLOW_OUT_DIR, else out]")] = None,
+) -> None:
+    """Write one alert's report (again) with a compliance profile, or with `period --from --to`
+    a compliance summary of the alerts in that period. Write-once: the same inputs leave the
+    report as it is, others give a new version."""
+    from reports.profile import ProfileError
+    from reports.signing import DevelopmentKeyRefused, SigningKeyError
+
+    settings = _settings(out_dir=out)
+    try:
+        if target == "period":
+            if not from_ or not to:
+                raise _fail("report period needs --from and --to (YYYY-MM-DD)", code=2)
+            res = flow.report_period(settings, _date(from_, "--from"), _date(to, "--to"))
+        else:
+            if from_ or to:
+                raise _fail("--from/--to go with `report period`", code=2)
+            res = flow.report_alert(settings, target, profile=profile)
+    except ProfileError as e:
+        raise _fail(f"{e}: set AUDITFLOW_REPORT_INSTITUTION and AUDITFLOW_REPORT_CONTACT", code=2) from None
+    except (LookupError, SigningKeyError, DevelopmentKeyRefused) as e:
+        raise _fail(str(e).strip("'\""), code=2) from None
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    console.print(f"{res.status}: {res.pdf} (audit log of {res.tree_size} entries)", soft_wrap=True, highlight=False)
+
+
+def _date(text: str, option: str):
+    try:
+        return datetime.strptime(text, "%Y-%m-%d")
+    except ValueError:
+        raise _fail(f"{option} {text!r}: expected YYYY-MM-DD", code=2) from None
+
+
+@app.command()
 def verify(
     reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
     tree_head: Annotated[Optional[Path], typer.Option(

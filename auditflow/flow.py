@@ -416,7 +416,7 @@ def run_deep_path(
     development_key: bool = False,
 ) -> list[CaseResult]:
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
-    from evidence_graph import detect_typologies, graph_features, trace_evidence
+    from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
     from reports import ReportFailure, ReportWriter
 
@@ -425,7 +425,8 @@ def run_deep_path(
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
-                          seed=settings.seed, signer=signer)  # repairs what a crashed run left
+                          seed=settings.seed, signer=signer,  # repairs what a crashed run left
+                          **report_profile_options(settings))
     cases: list[CaseResult] = []
     with open_graph(settings) as store:
         window = settings.window_minutes
@@ -436,13 +437,7 @@ def run_deep_path(
             cases.append(case)
             if i >= len(todo):
                 continue
-            t = alert.event.timestamp
-            trace = trace_evidence(
-                store, alert.account.node_id, max_hops=settings.trace_hops, direction="out",
-                fanout_cap=settings.trace_fanout_cap, window=(t, t + settings.trace_horizon),
-            )
-            around = settings.typology_window
-            matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
+            trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
             if isinstance(outcome, ReportFailure):
@@ -455,6 +450,75 @@ def run_deep_path(
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
     return cases
+
+
+def report_profile_options(settings: Settings) -> dict[str, Any]:
+    """The report profile and the institution and contact its compliance section names."""
+    return {"profile": settings.report_profile, "institution": settings.report_institution,
+            "contact": settings.report_contact}
+
+
+def trace_and_typologies(store, alert: Alert, settings: Settings):
+    """The deep path's evidence for one alert: its trace over the configured horizon and the
+    typologies matched around it."""
+    from evidence_graph import detect_typologies, trace_evidence
+
+    t = alert.event.timestamp
+    trace = trace_evidence(store, alert.account.node_id, max_hops=settings.trace_hops, direction="out",
+                           fanout_cap=settings.trace_fanout_cap, window=(t, t + settings.trace_horizon))
+    around = settings.typology_window
+    matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
+    return trace, matches
+
+
+@dataclass(frozen=True)
+class AlertReportResult:
+    """``auditflow report ALERT_ID``: the report published (``status`` ``written``, ``unchanged``
+    or ``new version``) and its PDF."""
+
+    alert_id: str
+    status: str
+    pdf: Path
+    manifest: Any  # auditflow.records.ReportManifest
+    tree_size: int
+
+
+def report_alert(settings: Settings, alert_id: str, *, profile: str | None = None) -> AlertReportResult:
+    """Write one alert's report again from a finished run (``OUT_DIR/alerts.jsonl``, the graph,
+    the model's reason codes as recorded), with ``profile`` (default: the settings'): the same
+    profile and inputs leave the report as it is, another gives a new version.
+
+    ``LookupError`` when the run has no such alert; a report that cannot be written raises
+    ``ValueError`` with the reason (a profile field missing names it)."""
+    from reports import ReportFailure, ReportWriter
+
+    paths = RunPaths.under(settings.out_dir)
+    row = None
+    if paths.alerts.exists():
+        with open(paths.alerts, encoding="utf-8") as fh:
+            for line in fh:
+                d = json.loads(line)
+                if d.get("alert_id") == alert_id:
+                    row = d
+                    break
+    if row is None:
+        raise LookupError(f"no alert {alert_id!r} in {paths.alerts} (run the pipeline first)")
+    if "input_sha256" not in row:
+        raise LookupError(f"{paths.alerts} records no input_sha256 for {alert_id!r}: rerun the pipeline")
+    alert = Alert.from_dict({k: row[k] for k in ("schema", "alert_id", "event", "score", "threshold",
+                                                  "model_digest", "features")})
+    codes = [ReasonCode.from_dict(r) for r in row["reason_codes"]]
+    options = report_profile_options(settings) | ({"profile": profile} if profile else {})
+    writer = ReportWriter(paths.reports_dir, input_sha256=row["input_sha256"], code_version=code_version(),
+                          seed=settings.seed, signer=report_signer(settings), **options)
+    with open_graph(settings) as store:
+        trace, matches = trace_and_typologies(store, alert, settings)
+    out = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
+    head = writer.finish()
+    if isinstance(out, ReportFailure):
+        raise ValueError(f"report for {alert_id} not written: {out.reason}")
+    status = "unchanged" if writer.unchanged else ("new version" if "@" in out.files[0][0] else "written")
+    return AlertReportResult(alert_id, status, paths.reports_dir / out.files[0][0], out, head.tree_size)
 
 
 def recall(laundering_ids: set[str], flagged_ids: Iterable[str]) -> float:
@@ -606,13 +670,15 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
     progress("deep", 0, None)
+    input_sha256 = sha256_file(data)
     cases = run_deep_path(
-        stream.candidates, model_dir, settings, input_sha256=sha256_file(data),
+        stream.candidates, model_dir, settings, input_sha256=input_sha256,
         reports_dir=paths.reports_dir, max_reports=max_reports,
         progress=lambda i, n: progress("deep", i, n), development_key=development_key,
     )
     write_jsonl(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
+         "input_sha256": input_sha256,
          "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
          "report_error": c.report_error} for c in cases))
     result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)

@@ -53,6 +53,12 @@ AUDITFLOW_SIGNING_KEY_FILE         Ed25519 private key (PKCS#8 PEM, secret) that
                                    signs manifests and tree heads                   the demo's dev key
 AUDITFLOW_TRUSTED_KEYS_FILE        published public keys (keyring JSON) ``verify``  the signing key's
                                    trusts; keep retired keys for old reports        public key
+AUDITFLOW_REPORT_PROFILE           compliance section of alert reports: ``sar``,    ``sar``
+                                   ``gdpr-art22``, ``ccpa`` (``reports/profiles``)
+AUDITFLOW_REPORT_INSTITUTION       the institution reports name (controller,        unset
+                                   business); the privacy profiles require it
+AUDITFLOW_REPORT_CONTACT           where a subject asks for review or exercises     unset
+                                   rights; the privacy profiles require it
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
@@ -134,6 +140,9 @@ class Settings(BaseSettings):
     checkpoint_interval_ms: int = Field(default=5000, ge=10)
     signing_key_file: Path | None = None
     trusted_keys_file: Path | None = None
+    report_profile: str = Field(default="sar", pattern=r"^[a-z0-9][a-z0-9-]*$")
+    report_institution: str | None = None
+    report_contact: str | None = None
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")

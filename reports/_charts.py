@@ -22,9 +22,10 @@ from reportlab.lib import colors
 from reportlab.pdfbase.pdfmetrics import stringWidth
 
 from auditflow.records import EvidenceTrace, ReasonCode
+from reports._fonts import SANS, SANS_BOLD
 
-FONT = "Helvetica"
-FONT_BOLD = "Helvetica-Bold"
+FONT = SANS
+FONT_BOLD = SANS_BOLD
 
 RISK_UP = colors.HexColor("#c0392b")  # contribution pushes the score towards an alert
 RISK_DOWN = colors.HexColor("#2e6da4")  # contribution pushes the score away from an alert
@@ -69,7 +70,7 @@ def shap_bar_chart(reason_codes: Sequence[ReasonCode], *, width: float) -> Drawi
     n = len(reason_codes)
     top_pad, bottom_pad = 6.0, 30.0
     height = top_pad + n * (bar_h + gap) + bottom_pad
-    d = Drawing(width, height)
+    d = Drawing(width, height, initialFontName=FONT, initialFontSize=7)
     if n == 0:
         d.add(String(0, height / 2, "No reason codes.", fontName=FONT, fontSize=font_size))
         return d
@@ -174,7 +175,7 @@ def trace_subgraph(
     col_w = width / n_cols
     box_w = min(120.0, col_w - 26.0)
     height = header_h + n_rows * row_h + pad
-    d = Drawing(width, height)
+    d = Drawing(width, height, initialFontName=FONT, initialFontSize=7)
 
     def box_xy(node_id: str) -> tuple[float, float]:
         c, r = slot[node_id]

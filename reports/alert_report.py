@@ -1,18 +1,23 @@
 """One PDF audit report per alert, with a signed manifest of what it was made from.
 
-:func:`render_alert_report` is deterministic: the same alert, trace, reason codes and
-parameters give a byte-identical PDF (reportlab invariant mode, a fixed creation date that
-ignores ``SOURCE_DATE_EPOCH``, no compression, no randomness, no clock). Money is printed with
-:func:`auditflow.money.format_amount` exactly as it arrived, floats with ``repr`` (the shortest
-text that reads back to the same value).
+The report reads top to bottom as an investigator works: the case header (audit chain id,
+alert id, event time, model version, run id), an executive summary, the narrative (the
+narrator's when there is one, else a template, and the report says which), the reason codes
+with their SHAP chart, the evidence subgraph and hop table, the typologies found, the segment's
+drift status at alert time (when drift figures are given), the data lineage (input file and
+offset, graph query and its parameters, model digest, code version) and the compliance section
+of the chosen profile (:mod:`reports.profile`: ``sar``, ``gdpr-art22``, ``ccpa``, as data). The
+complete trace is written beside the PDF, gzip-compressed (``<stem>.trace.json.gz``).
 
-File names come from the alert id through :func:`report_file_stem` only: an id that is already a
-plain, short name (``[A-Za-z0-9._-]``, starting with a letter or digit, at most
-:data:`MAX_FILE_STEM` characters) is used as is; any other id (a ``/``, a control character, a
-name longer than a file system allows...) gets its safe characters, cut short, then ``~`` and a
-64-bit hash of the whole id, so two ids never share a name. The full id stays inside the report
-and its manifest. :class:`ReportWriter` writes the reports of a run: one that fails is recorded as a
-:class:`ReportFailure` (alert id and reason) and the others are still written.
+:func:`render_alert_report` is deterministic: the same case gives a byte-identical PDF
+(:mod:`reports._pdf`: invariant mode, embedded fonts, fixed dates, no clock). Money is printed
+with :func:`auditflow.money.format_amount` exactly as it arrived, floats with ``repr`` (the
+shortest text that reads back to the same value).
+
+File names come from the alert id through :func:`report_file_stem` only (:mod:`reports.names`).
+The full id stays inside the report and its manifest. :class:`ReportWriter` writes the reports
+of a run: one that fails is recorded as a :class:`ReportFailure` (alert id and reason) and the
+others are still written.
 
 >>> report_file_stem("alert-tx-4b1d0c9e7f2a3b65")
 'alert-tx-4b1d0c9e7f2a3b65'
@@ -22,9 +27,7 @@ and its manifest. :class:`ReportWriter` writes the reports of a run: one that fa
 
 from __future__ import annotations
 
-import hashlib
-import io
-import time
+import gzip
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,128 +35,70 @@ from xml.sax.saxutils import escape
 
 import reportlab
 from reportlab.lib import colors
-from reportlab.lib.pagesizes import A4
-from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
-from reportlab.lib.utils import TimeStamp
-from reportlab.pdfgen.canvas import Canvas
-from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import KeepTogether, Paragraph, Spacer, Table, TableStyle
 
 from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount
 from auditflow.records import Alert, EvidenceTrace, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
-from reports.names import MAX_FILE_STEM, report_file_stem  # noqa: F401 - re-exported
+from reports._pdf import (
+    CONTENT_W,
+    PDF_CREATION_DATE,
+    SHORT_DIGEST,
+    STYLES,
+    build_pdf,
+)
+from reports._pdf import _grid_table, _key_value_table, _lines, _p
 from reports.manifest import SIGNATURE_ALGORITHM
+from reports.names import MAX_FILE_STEM, report_file_stem  # noqa: F401 - re-exported
+from reports.profile import Profile, ProfileError, load_profile, render_sections
 from reports.signing import Signer
 
-#: The PDF's CreationDate/ModDate: 2000-01-01T00:00:00Z, reportlab's own invariant date.
-PDF_CREATION_EPOCH = 946684800
-PDF_CREATION_DATE = "2000-01-01T00:00:00Z"
-
-PAGE_W, PAGE_H = A4
-MARGIN = 15 * mm
-CONTENT_W = PAGE_W - 2 * MARGIN
-SHORT_DIGEST = 12
+DEFAULT_PROFILE = "sar"
 
 
-class _FixedDateCanvas(Canvas):
-    """A canvas whose document timestamp is fixed, whatever ``SOURCE_DATE_EPOCH`` says.
+@dataclass(frozen=True)
+class DriftStatus:
+    """One drift figure of the alert's segment at alert time: what was measured, its value and
+    the status it gives (``ok``, ``warning``, ``drift``)."""
 
-    reportlab's invariant mode reads ``SOURCE_DATE_EPOCH`` from the environment when set; an
-    audit report must not change bytes with the environment, so the timestamp and the PDF /ID
-    seed are reset here exactly as invariant mode would set them with no variable set.
-    """
-
-    def __init__(self, *args, **kwargs):
-        kwargs["invariant"] = 1
-        super().__init__(*args, **kwargs)
-        ts = TimeStamp.__new__(TimeStamp)
-        ts.t = float(PDF_CREATION_EPOCH)
-        ts.lt = time.gmtime(PDF_CREATION_EPOCH)
-        ts.YMDhms = tuple(ts.lt)[:6]
-        ts.dhh = ts.dmm = 0
-        ts.tzname = "UTC"
-        doc = self._doc
-        doc._timeStamp = ts
-        sig = hashlib.md5(usedforsecurity=False)
-        sig.update(b"a reportlab document")
-        sig.update(ascii(ts.t).encode("ascii"))
-        doc.signature = sig
+    measure: str
+    value: str
+    status: str
 
 
-# ----------------------------------------------------------------------------- styles
+@dataclass(frozen=True)
+class ReportCase:
+    """Everything an alert report shows (its content address is :func:`report_id_for`)."""
 
-_BASE = ParagraphStyle("base", fontName="Helvetica", fontSize=8.5, leading=11)
-STYLES = {
-    "title": ParagraphStyle("title", _BASE, fontName="Helvetica-Bold", fontSize=15, leading=19,
-                            spaceAfter=4),
-    "h2": ParagraphStyle("h2", _BASE, fontName="Helvetica-Bold", fontSize=11.5, leading=14,
-                         spaceBefore=10, spaceAfter=4, textColor=colors.HexColor("#1b2631"),
-                         keepWithNext=1),
-    "body": _BASE,
-    "note": ParagraphStyle("note", _BASE, fontSize=7.5, leading=9.5,
-                           textColor=colors.HexColor("#444444")),
-    "warn": ParagraphStyle("warn", _BASE, fontName="Helvetica-Bold",
-                           textColor=colors.HexColor("#a93226")),
-    "cell": ParagraphStyle("cell", _BASE, fontSize=7.5, leading=9.5),
-    "cell_small": ParagraphStyle("cell_small", _BASE, fontSize=7, leading=8.8),
-    "cell_mono": ParagraphStyle("cell_mono", _BASE, fontName="Courier", fontSize=7.5, leading=9.5),
-    "cell_head": ParagraphStyle("cell_head", _BASE, fontName="Helvetica-Bold", fontSize=7.5,
-                                leading=9.5),
-    "caption": ParagraphStyle("caption", _BASE, fontName="Helvetica-Bold", fontSize=7.5,
-                              leading=9.5, spaceAfter=2, keepWithNext=1),
-}
+    alert: Alert
+    trace: EvidenceTrace
+    reason_codes: tuple[ReasonCode, ...]
+    input_sha256: str
+    code_version: str
+    seed: int
+    typologies: tuple[tuple[str, str], ...] = ()
+    narrative: str | None = None  # the narrator's text; None: the report uses its template
+    drift: tuple[DriftStatus, ...] | None = None  # None: no drift figures exist for the segment
+    profile: str = DEFAULT_PROFILE
+    institution: str | None = None  # who files / controls the processing (compliance profiles)
+    contact: str | None = None  # where a subject asks for review / exercises rights
 
-_GRID = TableStyle(
-    [
-        ("GRID", (0, 0), (-1, -1), 0.4, colors.HexColor("#999999")),
-        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e5e8e8")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-        ("LEFTPADDING", (0, 0), (-1, -1), 3),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
-        ("TOPPADDING", (0, 0), (-1, -1), 2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-    ]
-)
+    @property
+    def run_id(self) -> str:
+        """The run that made the alert: a content address of its input, model, code and seed."""
+        return "run-" + canonical_sha256({"input_sha256": self.input_sha256, "model_digest": self.alert.model_digest,
+                                          "code_version": self.code_version, "seed": self.seed})[:16]
 
-_KEY_VALUE = TableStyle(
-    [
-        ("GRID", (0, 0), (-1, -1), 0.4, colors.HexColor("#999999")),
-        ("BACKGROUND", (0, 0), (0, -1), colors.HexColor("#f2f3f4")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-        ("LEFTPADDING", (0, 0), (-1, -1), 3),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
-        ("TOPPADDING", (0, 0), (-1, -1), 2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-    ]
-)
-
-
-def _p(text: str, style: str = "cell") -> Paragraph:
-    return Paragraph(escape(text), STYLES[style])
-
-
-def _lines(lines: Sequence[str], style: str = "cell") -> Paragraph:
-    return Paragraph("<br/>".join(escape(t) for t in lines), STYLES[style])
-
-
-def _head(*names: str) -> list[Paragraph]:
-    return [_p(n, "cell_head") for n in names]
-
-
-def _key_value_table(rows: Sequence[tuple[str, str, str]]) -> Table:
-    """Rows of (label, value, value style)."""
-    data = [[_p(k, "cell_head"), _p(v, s)] for k, v, s in rows]
-    t = Table(data, colWidths=[38 * mm, CONTENT_W - 38 * mm], hAlign="LEFT")
-    t.setStyle(_KEY_VALUE)
-    return t
-
-
-def _grid_table(header: Sequence[str], rows: list[list[Paragraph]], widths: Sequence[float]) -> Table:
-    t = Table([_head(*header), *rows], colWidths=list(widths), repeatRows=1, hAlign="LEFT")
-    t.setStyle(_GRID)
-    return t
+    @property
+    def audit_chain_id(self) -> str:
+        """The chain input record -> alert -> evidence trace -> report, as one content address."""
+        ev = self.alert.event
+        return "chain-" + canonical_sha256({"input_sha256": self.input_sha256, "source_offset": ev.source_offset,
+                                            "event_id": ev.event_id, "alert_id": self.alert.alert_id,
+                                            "trace_id": self.trace.trace_id,
+                                            "model_digest": self.alert.model_digest})[:16]
 
 
 # ----------------------------------------------------------------------------- text helpers
@@ -177,32 +122,181 @@ def _short(digest: str) -> str:
     return digest if len(digest) <= SHORT_DIGEST else digest[:SHORT_DIGEST] + "..."
 
 
-def report_id_for(
-    alert: Alert,
-    trace: EvidenceTrace,
-    reason_codes: Sequence[ReasonCode],
-    *,
-    input_sha256: str,
-    code_version: str,
-    seed: int,
-    typologies: Sequence[tuple[str, str]],
-    narrative: str | None,
-) -> str:
-    """A content address of everything the report shows: same inputs, same report id."""
+def report_id_for(case: ReportCase) -> str:
+    """A content address of everything the report shows: same case, same report id."""
     payload = {
-        "alert": alert.to_dict(),
-        "trace": trace.to_dict(),
-        "reason_codes": [rc.to_dict() for rc in reason_codes],
-        "input_sha256": input_sha256,
-        "code_version": code_version,
-        "seed": seed,
-        "typologies": [[n, e] for n, e in typologies],
-        "narrative": narrative,
+        "alert": case.alert.to_dict(),
+        "trace": case.trace.to_dict(),
+        "reason_codes": [rc.to_dict() for rc in case.reason_codes],
+        "input_sha256": case.input_sha256,
+        "code_version": case.code_version,
+        "seed": case.seed,
+        "typologies": [[n, e] for n, e in case.typologies],
+        "narrative": case.narrative,
+        "drift": None if case.drift is None else [[d.measure, d.value, d.status] for d in case.drift],
+        "profile": case.profile,
+        "institution": case.institution,
+        "contact": case.contact,
     }
     return "report-" + canonical_sha256(payload)[:16]
 
 
+def _party(ref) -> str:
+    return f"bank {ref.bank} / account {ref.account} ({ref.node_id})"
+
+
+def _reasons_text(reason_codes: Sequence[ReasonCode], n: int = 3) -> str:
+    up = [rc for rc in reason_codes if rc.contribution > 0][:n]
+    if not up:
+        return "no factor raised the score"
+    return "; ".join(f"{rc.description} = {number_text(rc.value)} (SHAP +{number_text(rc.contribution)})"
+                     for rc in up)
+
+
+def case_fields(case: ReportCase) -> dict[str, str | None]:
+    """The facts a profile template may use, from the case (``None`` where the case has none)."""
+    a, ev, t = case.alert, case.alert.event, case.trace
+    amount = money_text(ev.amount_paid)
+    if ev.amount_received != ev.amount_paid:
+        amount += f" paid, {money_text(ev.amount_received)} received"
+    typ = ", ".join(n for n, _ in case.typologies)
+    why = (f"The model scored the transfer {number_text(a.score)}, at or above the alert threshold "
+           f"{number_text(a.threshold)}" if a.score >= a.threshold else
+           f"The model scored the transfer {number_text(a.score)} (alert threshold {number_text(a.threshold)})")
+    why += f"; the factors that raised it most: {_reasons_text(case.reason_codes)}"
+    why += f". Laundering typologies matched by the evidence: {typ}." if typ else ". No known laundering typology matched."
+    how = (f"Following the money out of {t.root} for up to {t.max_hops} hops reached {len(t.nodes)} accounts "
+           f"through {len(t.edges)} transfers (trace {t.trace_id}).")
+    return {
+        "alert_id": a.alert_id,
+        "event_id": ev.event_id,
+        "subject": _party(ev.sender),
+        "counterparty": _party(ev.receiver),
+        "amount": amount,
+        "payment_format": ev.payment_format,
+        "when": _ts(ev.timestamp),
+        "where": f"from bank {ev.sender.bank} to bank {ev.receiver.bank}",
+        "source": f"the input file with SHA-256 {case.input_sha256}, record offset {ev.source_offset}",
+        "why": why,
+        "how": how,
+        "logic": ("A two-stage gradient-boosted tree model scores every transfer from per-account activity "
+                  "over the last hour, day and week and from the transaction graph around the accounts; "
+                  "each factor's share of the score is measured exactly (TreeSHAP) and listed as a "
+                  f"reason code. Model {a.model_digest}."),
+        "controller": case.institution,
+        "business": case.institution,
+        "contact": case.contact,
+    }
+
+
+#: The case fields a profile may require that come from who writes the reports, not the case.
+ORGANISATION_FIELDS = {"controller": "institution", "business": "institution", "contact": "contact"}
+
+
+def check_organisation(profile: Profile, institution: str | None, contact: str | None) -> None:
+    """:class:`~reports.profile.ProfileError` when the profile requires an institution or contact
+    that is not configured (the one thing a case cannot supply itself)."""
+    given = {"institution": institution, "contact": contact}
+    missing = [f for f in profile.required if f in ORGANISATION_FIELDS and not given[ORGANISATION_FIELDS[f]]]
+    if missing:
+        raise ProfileError(f"profile {profile.name!r} requires {missing}, which this report does not have "
+                           "(the institution and contact its reports name)")
+
+
+def template_narrative(case: ReportCase) -> str:
+    """The narrative a report carries when the narrator gave none: the case's facts in order."""
+    f = case_fields(case)
+    return (f"On {f['when']} the account {f['subject']} sent {f['amount']} by {f['payment_format']} to "
+            f"{f['counterparty']} ({f['where']}). {f['why']}\n\n{f['how']}")
+
+
 # ----------------------------------------------------------------------------- sections
+
+
+def _case_header(case: ReportCase, profile: Profile) -> list:
+    ev = case.alert.event
+    rows = [
+        ("Audit chain id", case.audit_chain_id, "cell_mono"),
+        ("Alert id", case.alert.alert_id, "cell_mono"),
+        ("Event time", f"{_ts(ev.timestamp)} (UTC)", "cell"),
+        ("Model version", case.alert.model_digest, "cell_mono"),
+        ("Run id", case.run_id, "cell_mono"),
+        ("Compliance profile", f"{profile.name}: {profile.title}", "cell"),
+    ]
+    return [Paragraph("Case", STYLES["h2"]), _key_value_table(rows)]
+
+
+def _executive_summary(case: ReportCase) -> list:
+    a, ev = case.alert, case.alert.event
+    typ = [n for n, _ in case.typologies]
+    lines = [
+        f"Transfer {ev.event_id} of {money_text(ev.amount_paid)} by {ev.payment_format} from "
+        f"{ev.sender.node_id} to {ev.receiver.node_id} on {_ts(ev.timestamp)}.",
+        f"Score {number_text(a.score)} against threshold {number_text(a.threshold)}: "
+        + ("alert raised." if a.score >= a.threshold else "below the threshold."),
+        f"Strongest factors: {_reasons_text(case.reason_codes)}.",
+        f"Typologies: {', '.join(typ)}." if typ else "Typologies: none matched.",
+        f"Evidence: {len(case.trace.nodes)} accounts and {len(case.trace.edges)} transfers within "
+        f"{case.trace.max_hops} hops" + (" (fan-out capped)." if case.trace.truncated else "."),
+    ]
+    return [Paragraph("Executive summary", STYLES["h2"]), _lines(lines, "body")]
+
+
+def _narrative_from(case: ReportCase) -> list:
+    out: list = [Paragraph("Narrative", STYLES["h2"])]
+    if case.narrative is not None:
+        out.append(_p("Source: the narrator (generated text; check it against the evidence below).", "note"))
+        text = case.narrative
+    else:
+        out.append(_p("Source: template (no narrator output for this alert): the case's recorded facts.", "note"))
+        text = template_narrative(case)
+    out.append(Spacer(1, 2))
+    for para in text.strip().split("\n\n"):
+        out.append(Paragraph(escape(para.strip()).replace("\n", "<br/>"), STYLES["body"]))
+        out.append(Spacer(1, 3))
+    return out
+
+
+def _drift_section(drift: Sequence[DriftStatus] | None) -> list:
+    if drift is None:
+        return []
+    out: list = [Paragraph("Drift at alert time", STYLES["h2"])]
+    if not drift:
+        out.append(_p("No drift figures were recorded for this alert's segment.", "body"))
+        return out
+    rows = [[_p(d.measure), _p(d.value), _p(d.status, "warn" if d.status != "ok" else "cell")] for d in drift]
+    out.append(_grid_table(["Measure (feature, segment, window)", "Value", "Status"], rows,
+                           [CONTENT_W - 60 * mm, 30 * mm, 30 * mm]))
+    return out
+
+
+def _lineage_section(case: ReportCase) -> list:
+    ev, t = case.alert.event, case.trace
+    window = (f"[{_ts(t.window_start) if t.window_start else 'unbounded'}, "
+              f"{_ts(t.window_end) if t.window_end else 'unbounded'})")
+    rows = [
+        ("Input file SHA-256", case.input_sha256, "cell_mono"),
+        ("Input record", f"offset {ev.source_offset} (event {ev.event_id})", "cell"),
+        ("Graph query", f"trace_evidence(root={t.root}, direction={t.direction}, max_hops={t.max_hops}, "
+                        f"fanout_cap={t.fanout_cap}, window={window}) on {t.backend or 'an unrecorded backend'}",
+         "cell_mono"),
+        ("Trace id", t.trace_id, "cell_mono"),
+        ("Model digest", case.alert.model_digest, "cell_mono"),
+        ("Code version", case.code_version, "cell_mono"),
+        ("Seed", str(case.seed), "cell_mono"),
+    ]
+    return [KeepTogether([Paragraph("Data lineage", STYLES["h2"]), _key_value_table(rows)])]
+
+
+def _compliance_section(case: ReportCase, profile: Profile) -> list:
+    out: list = [Paragraph(escape(f"Compliance: {profile.title}"), STYLES["h2"]),
+                 _p(profile.basis, "note"), Spacer(1, 3)]
+    for heading, text in render_sections(profile, case_fields(case)):
+        out.append(_p(heading, "caption"))
+        out.append(_p(text, "body"))
+        out.append(Spacer(1, 3))
+    out.append(_p(profile.note, "note"))
+    return out
 
 
 def _summary_section(alert: Alert) -> list:
@@ -273,7 +367,7 @@ def _counterparty(edge: TraceEdge, owner: str) -> str:
 
 
 #: The hop table lists at most this many transfers (shallowest hops first); the complete trace
-#: is written beside the PDF as ``<alert_id>.trace.json`` and hashed in the manifest.
+#: is written beside the PDF as ``<stem>.trace.json.gz`` and hashed in the manifest.
 MAX_TABLE_TRANSFERS = 300
 
 
@@ -313,7 +407,7 @@ def _hop_table(trace: EvidenceTrace) -> tuple[Table, bool]:
             rows.append(node_cells + edge_cells)
         if g % 2:
             shading.append(("BACKGROUND", (0, first), (-1, len(rows)), colors.HexColor("#f4f6f7")))
-    w = [9 * mm, 26 * mm, 26 * mm, 28 * mm, 0, 24 * mm, 29 * mm]
+    w = [9 * mm, 28 * mm, 28 * mm, 32 * mm, 0, 18 * mm, 25 * mm]
     w[4] = CONTENT_W - sum(w)
     t = _grid_table(["Hop", "Account", "Upstream accounts", "Transfer event id", "Amount paid",
                      "Time", "Counterparty"], rows, w)
@@ -370,16 +464,6 @@ def _trace_section(trace: EvidenceTrace) -> list:
     return out
 
 
-def _narrative_section(narrative: str | None) -> list:
-    if narrative is None:
-        return []
-    out: list = [Paragraph("Narrative", STYLES["h2"])]
-    for para in narrative.strip().split("\n\n"):
-        out.append(Paragraph(escape(para.strip()).replace("\n", "<br/>"), STYLES["body"]))
-        out.append(Spacer(1, 3))
-    return out
-
-
 def _manifest_section(manifest: ReportManifest, manifest_name: str) -> list:
     rows = [
         ("Report id", manifest.report_id, "cell_mono"),
@@ -400,6 +484,10 @@ def _manifest_section(manifest: ReportManifest, manifest_name: str) -> list:
 
 
 _EXTRA_LABELS = {
+    "profile": "Compliance profile",
+    "run_id": "Run id",
+    "audit_chain_id": "Audit chain id",
+    "source_offset": "Source offset",
     "renderer": "Renderer",
     "pdf_creation_date": "PDF creation date",
     "signature_algorithm": "Signature algorithm",
@@ -409,99 +497,80 @@ _EXTRA_LABELS = {
 # ----------------------------------------------------------------------------- entry point
 
 
-def render_alert_pdf(
-    alert: Alert,
-    trace: EvidenceTrace,
-    reason_codes: Sequence[ReasonCode],
-    manifest: ReportManifest,
-    *,
-    typologies: Sequence[tuple[str, str]] = (),
-    narrative: str | None = None,
-) -> bytes:
-    """The report PDF as bytes (pure: no files written)."""
-    manifest_name = f"{report_file_stem(alert.alert_id)}.manifest.json"
+def render_alert_pdf(case: ReportCase, manifest: ReportManifest) -> bytes:
+    """The report PDF as bytes (pure: no files written). :class:`~reports.profile.ProfileError`
+    when the case lacks a field its profile requires."""
+    profile = load_profile(case.profile)
+    stem = report_file_stem(case.alert.alert_id)
     story: list = [
-        Paragraph(escape(f"AML alert report: {alert.alert_id}"), STYLES["title"]),
+        Paragraph(escape(f"AML alert report: {case.alert.alert_id}"), STYLES["title"]),
         _p(f"Report {manifest.report_id}. Every value below is printed exactly as recorded: "
            "amounts in their original currency and precision, model numbers as exact decimals.",
            "note"),
     ]
-    story += _summary_section(alert)
-    story += _reason_section(reason_codes)
-    story += _typology_section(typologies)
-    story += _trace_section(trace)
-    story += _narrative_section(narrative)
-    story += _manifest_section(manifest, manifest_name)
-
-    def footer(canv: Canvas, doc) -> None:
-        canv.saveState()
-        canv.setFont("Helvetica", 7)
-        canv.setFillColor(colors.HexColor("#555555"))
-        canv.drawString(MARGIN, 9 * mm, f"auditflow alert report  {alert.alert_id}")
-        canv.drawRightString(PAGE_W - MARGIN, 9 * mm, f"{manifest.report_id}  page {doc.page}")
-        canv.restoreState()
-
-    buf = io.BytesIO()
-    doc = SimpleDocTemplate(
-        buf,
-        pagesize=A4,
-        leftMargin=MARGIN,
-        rightMargin=MARGIN,
-        topMargin=MARGIN,
-        bottomMargin=MARGIN + 4 * mm,
-        title=f"AML alert report {alert.alert_id}",
-        author="auditflow",
-        subject=f"Alert {alert.alert_id}, trace {trace.trace_id}",
-        creator="auditflow.reports",
-        keywords=[alert.alert_id, manifest.report_id, trace.trace_id],
-        invariant=1,
-        pageCompression=0,
-    )
-    doc.build(story, onFirstPage=footer, onLaterPages=footer, canvasmaker=_FixedDateCanvas)
-    return buf.getvalue()
+    story += _case_header(case, profile)
+    story += _executive_summary(case)
+    story += _narrative_from(case)
+    story += _summary_section(case.alert)
+    story += _reason_section(case.reason_codes)
+    story += _trace_section(case.trace)
+    story += _typology_section(case.typologies)
+    story += _drift_section(case.drift)
+    story += _lineage_section(case)
+    story += _compliance_section(case, profile)
+    story += _manifest_section(manifest, f"{stem}.manifest.json")
+    return build_pdf(
+        story, title=f"AML alert report {case.alert.alert_id}",
+        subject=f"Alert {case.alert.alert_id}, trace {case.trace.trace_id}, profile {profile.name}",
+        keywords=[case.alert.alert_id, manifest.report_id, case.trace.trace_id],
+        footer_left=f"auditflow alert report  {case.alert.alert_id}", footer_right=manifest.report_id)
 
 
-def prepare_alert_report(
-    alert: Alert,
-    trace: EvidenceTrace,
-    reason_codes: Sequence[ReasonCode],
-    *,
-    input_sha256: str,
-    code_version: str,
-    seed: int,
-    typologies: Sequence[tuple[str, str]] = (),
-    narrative: str | None = None,
-) -> tuple[str, list[tuple[str, bytes]], ReportManifest]:
+def trace_file_bytes(trace: EvidenceTrace) -> bytes:
+    """The complete trace, gzip-compressed deterministically (no name, mtime 0)."""
+    return gzip.compress((trace.to_json() + "\n").encode(), compresslevel=9, mtime=0)
+
+
+def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]], ReportManifest]:
     """The report's file stem, its files as (suffix, bytes) and its manifest before it is placed
     and signed (pure: nothing written). ``ValueError`` when the trace is not rooted at the alert's
-    sender or receiver."""
+    sender or receiver; :class:`~reports.profile.ProfileError` for a profile it cannot fill."""
+    alert, trace = case.alert, case.trace
     parties = {alert.event.sender.node_id, alert.event.receiver.node_id}
     if trace.root not in parties:
         raise ValueError(f"trace {trace.trace_id} is rooted at {trace.root!r}, not at the alert's "
                          f"sender or receiver {sorted(parties)}")
-    typologies = tuple((str(n), str(e)) for n, e in typologies)
-    report_id = report_id_for(alert, trace, reason_codes, input_sha256=input_sha256,
-                              code_version=code_version, seed=seed, typologies=typologies,
-                              narrative=narrative)
     unsigned = ReportManifest(
-        report_id=report_id,
+        report_id=report_id_for(case),
         alert_id=alert.alert_id,
         files=(),
-        input_sha256=input_sha256,
+        input_sha256=case.input_sha256,
         model_digest=alert.model_digest,
         trace_id=trace.trace_id,
-        code_version=code_version,
-        seed=seed,
+        code_version=case.code_version,
+        seed=case.seed,
         extra=(
+            ("profile", case.profile),
             ("renderer", f"reportlab {reportlab.Version}"),
             ("pdf_creation_date", PDF_CREATION_DATE),
             ("signature_algorithm", SIGNATURE_ALGORITHM),
+            ("run_id", case.run_id),
+            ("audit_chain_id", case.audit_chain_id),
+            ("source_offset", str(alert.event.source_offset)),
         ),
     )
-    pdf = render_alert_pdf(alert, trace, reason_codes, unsigned, typologies=typologies,
-                           narrative=narrative)
-    trace_bytes = (trace.to_json() + "\n").encode()
-    return report_file_stem(alert.alert_id), [(".pdf", pdf), (".trace.json", trace_bytes)], unsigned
+    pdf = render_alert_pdf(case, unsigned)
+    return report_file_stem(alert.alert_id), [(".pdf", pdf), (".trace.json.gz", trace_file_bytes(trace))], unsigned
+
+
+def make_case(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCode], *, input_sha256: str,
+              code_version: str, seed: int, typologies: Sequence[tuple[str, str]] = (),
+              narrative: str | None = None, drift: Sequence[DriftStatus] | None = None,
+              profile: str = DEFAULT_PROFILE, institution: str | None = None,
+              contact: str | None = None) -> ReportCase:
+    return ReportCase(alert, trace, tuple(reason_codes), input_sha256, code_version, seed,
+                      tuple((str(n), str(e)) for n, e in typologies), narrative,
+                      None if drift is None else tuple(drift), profile, institution, contact)
 
 
 def render_alert_report(
@@ -510,28 +579,24 @@ def render_alert_report(
     reason_codes: list[ReasonCode],
     *,
     out_dir: str | Path,
-    input_sha256: str,
-    code_version: str,
-    seed: int,
-    typologies: Sequence[tuple[str, str]] = (),
-    narrative: str | None = None,
     signer: Signer,
+    **case: object,
 ) -> ReportManifest:
     """Publish the alert's report in ``out_dir`` (a :class:`~reports.store.ReportStore`):
-    ``<stem>.pdf``, the complete trace as ``<stem>.trace.json`` and the signed
+    ``<stem>.pdf``, the complete trace as ``<stem>.trace.json.gz`` and the signed
     ``<stem>.manifest.json`` that hashes both, appended to ``out_dir/audit_log.jsonl``. Identical
-    content already there is left as is; different content becomes ``<stem>@2``...
+    content already there is left as is; different content becomes ``<stem>@2``... ``case``:
+    the keywords of :func:`make_case` (``input_sha256``, ``code_version``, ``seed``,
+    ``typologies``, ``narrative``, ``drift``, ``profile``, ``institution``, ``contact``).
 
-    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, or
-    ``signer`` is no :class:`~reports.signing.Signer`.
+    Raises ``ValueError`` when the trace is not rooted at the alert's sender or receiver, the
+    profile cannot be filled, or ``signer`` is no :class:`~reports.signing.Signer`.
     """
     from reports.store import ReportStore
 
     if not isinstance(signer, Signer):
         raise ValueError(f"signer must be a reports.signing.Signer, got {type(signer).__name__}")
-    stem, contents, unsigned = prepare_alert_report(
-        alert, trace, reason_codes, input_sha256=input_sha256, code_version=code_version, seed=seed,
-        typologies=typologies, narrative=narrative)
+    stem, contents, unsigned = prepare_alert_report(make_case(alert, trace, reason_codes, **case))
     return ReportStore(out_dir, signer).publish(stem, contents, unsigned).manifest
 
 
@@ -575,13 +640,20 @@ class ReportWriter:
         code_version: str,
         seed: int,
         signer: Signer,
+        profile: str = DEFAULT_PROFILE,
+        institution: str | None = None,
+        contact: str | None = None,
     ) -> None:
         from reports.store import ReportStore
 
+        # an unknown or malformed profile, or one the institution and contact cannot fill, stops
+        # the run before any report
+        check_organisation(load_profile(profile), institution, contact)
         self.out_dir = Path(out_dir)
         self.store = ReportStore(self.out_dir, signer)
         self.repaired = self.store.repair()
-        self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed)
+        self._args = dict(input_sha256=input_sha256, code_version=code_version, seed=seed, profile=profile,
+                          institution=institution, contact=contact)
         self.written: list[ReportManifest] = []
         self.unchanged: list[ReportManifest] = []  # identical reports already there (a rerun)
         self.failed: list[ReportFailure] = []
@@ -598,11 +670,12 @@ class ReportWriter:
         *,
         typologies: Sequence[tuple[str, str]] = (),
         narrative: str | None = None,
+        drift: Sequence[DriftStatus] | None = None,
     ) -> ReportManifest | ReportFailure:
         """The alert's report (see :func:`render_alert_report`), or why it could not be written."""
         try:
-            stem, contents, unsigned = prepare_alert_report(
-                alert, trace, reason_codes, typologies=typologies, narrative=narrative, **self._args)
+            stem, contents, unsigned = prepare_alert_report(make_case(
+                alert, trace, reason_codes, typologies=typologies, narrative=narrative, drift=drift, **self._args))
             published = self.store.publish(stem, contents, unsigned)
         except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
             failure = ReportFailure(alert.alert_id, _unicode_text(f"{type(e).__name__}: {e}"[:_MAX_REASON]))

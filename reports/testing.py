@@ -274,7 +274,7 @@ TAMPER_CASES = {
     "re-sign a manifest with the dev key": (_resign_dev, "development key", False),
     "re-sign a manifest with another key": (_resign_other, "not among the trusted keys", False),
     "flip a byte in a pdf": (lambda d: _flip(d / f"{_stems(d)[0]}.pdf"), "altered or replaced", False),
-    "flip a byte in a trace": (lambda d: _flip(d / f"{_stems(d)[0]}.trace.json", 0.3), "altered or replaced", False),
+    "flip a byte in a trace": (lambda d: _flip(d / f"{_stems(d)[0]}.trace.json.gz", 0.3), "altered or replaced", False),
     "flip a byte in a manifest": (lambda d: _flip(d / f"{_stems(d)[0]}.manifest.json", 0.4), "manifest", False),
     "flip a byte in the log": (lambda d: _flip(d / "audit_log.jsonl", 0.6), "audit_log.jsonl", False),
     "plant an unlogged pdf": (_unlogged_pdf, "not in the audit log", False),

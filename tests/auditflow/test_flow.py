@@ -5,6 +5,7 @@ real deep path, reports and files. Counts and recall are checked against the CSV
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import re
 import subprocess
@@ -153,6 +154,30 @@ def test_the_runs_reports_verify_against_its_signed_tree_head(run):
     assert (result.paths.reports_dir / "tree_head.json").exists()
 
 
+def test_auditflow_report_rewrites_an_alert_write_once(run, monkeypatch):
+    """`auditflow report ALERT_ID`: the same profile leaves the run's report byte for byte; another
+    profile is a new version beside it; a privacy profile without its contact is refused."""
+    result, settings = run
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(settings.out_dir))
+    monkeypatch.setenv("AUDITFLOW_SEED", "3")
+    case = next(c for c in result.cases if c.report_pdf)
+    before = case.report_pdf.read_bytes()
+    out = CliRunner().invoke(cli.app, ["report", case.alert.alert_id, "--profile", "sar"])
+    assert out.exit_code == 0, out.output
+    assert "unchanged" in out.output and case.report_pdf.read_bytes() == before
+    out = CliRunner().invoke(cli.app, ["report", case.alert.alert_id, "--profile", "gdpr-art22"])
+    text = " ".join(out.output.split())
+    assert out.exit_code == 2 and "requires ['controller', 'contact']" in text and "AUDITFLOW_REPORT_CONTACT" in text
+    monkeypatch.setenv("AUDITFLOW_REPORT_INSTITUTION", "Example Bank plc")
+    monkeypatch.setenv("AUDITFLOW_REPORT_CONTACT", "privacy@bank.example")
+    out = CliRunner().invoke(cli.app, ["report", case.alert.alert_id, "--profile", "gdpr-art22"])
+    assert out.exit_code == 0 and "new version" in out.output, out.output
+    assert case.report_pdf.read_bytes() == before
+    assert flow.verify_reports(settings, result.paths.reports_dir).ok
+    out = CliRunner().invoke(cli.app, ["report", "alert-tx-nosuch"])
+    assert out.exit_code == 2 and "no alert 'alert-tx-nosuch'" in out.output
+
+
 def test_reports_record_the_code_version_of_the_checkout(run):
     result, _ = run
     manifests = [json.loads(p.read_text()) for p in result.paths.reports_dir.glob("*.manifest.json")]
@@ -178,8 +203,8 @@ def test_the_deep_path_traces_over_the_configured_horizon(tmp_path, model_dir, l
     settings = Settings(out_dir=tmp_path / "run", trace_horizon_minutes=minutes)
     result = flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=1)
     case = next(c for c in result.cases if c.report_pdf)
-    trace = EvidenceTrace.from_dict(json.loads(
-        (result.paths.reports_dir / f"{case.alert.alert_id}.trace.json").read_text()))
+    trace = EvidenceTrace.from_dict(json.loads(gzip.decompress(
+        (result.paths.reports_dir / f"{case.alert.alert_id}.trace.json.gz").read_bytes())))
     t = case.alert.event.timestamp
     assert (trace.window_start, trace.window_end) == (t, t + timedelta(minutes=minutes))
     assert all(t <= e.timestamp <= t + timedelta(minutes=minutes) for e in trace.edges)

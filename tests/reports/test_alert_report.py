@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -57,10 +58,10 @@ def test_writes_pdf_and_manifest_named_after_the_alert(rendered):
     out, manifest, _ = rendered
     alert_id = make_alert().alert_id
     assert sorted(p.name for p in out.iterdir() if p.name not in STORE_FILES) == [
-        f"{alert_id}.manifest.json", f"{alert_id}.pdf", f"{alert_id}.trace.json"]
+        f"{alert_id}.manifest.json", f"{alert_id}.pdf", f"{alert_id}.trace.json.gz"]
     assert manifest.alert_id == alert_id
-    assert [name for name, _ in manifest.files] == [f"{alert_id}.pdf", f"{alert_id}.trace.json"]
-    trace = EvidenceTrace.from_dict(json.loads((out / f"{alert_id}.trace.json").read_text()))
+    assert [name for name, _ in manifest.files] == [f"{alert_id}.pdf", f"{alert_id}.trace.json.gz"]
+    trace = EvidenceTrace.from_dict(json.loads(gzip.decompress((out / f"{alert_id}.trace.json.gz").read_bytes())))
     assert trace == make_trace()
     assert (out / f"{alert_id}.pdf").read_bytes().startswith(b"%PDF-")
 
@@ -229,7 +230,8 @@ def test_minimal_report_without_optional_sections(tmp_path):
                             code_version="v", seed=0, signer=SIGNER)
     text = pdf_text(tmp_path / f"{m.alert_id}.pdf")
     assert "No reason codes" in text and "No known laundering typology" in text
-    assert "Narrative" not in text
+    assert "Source: template (no narrator output for this alert)" in " ".join(text.split())
+    assert "Drift at alert time" not in text  # no drift figures: no drift section
     assert verify_manifest(tmp_path / f"{m.alert_id}.manifest.json", KEYRING) == []
 
 

@@ -95,8 +95,8 @@ def test_a_report_for_a_hostile_id_is_written_and_keeps_the_full_id(tmp_path: Pa
                             input_sha256=INPUT_SHA256, code_version="v", seed=1, signer=SIGNER)
     stem = report_file_stem(alert.alert_id)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name not in STORE_FILES) == sorted(
-        f"{stem}{s}" for s in (".pdf", ".trace.json", ".manifest.json"))
-    assert [n for n, _ in m.files] == [f"{stem}.pdf", f"{stem}.trace.json"]
+        f"{stem}{s}" for s in (".pdf", ".trace.json.gz", ".manifest.json"))
+    assert [n for n, _ in m.files] == [f"{stem}.pdf", f"{stem}.trace.json.gz"]
     manifest_path = tmp_path / f"{stem}.manifest.json"
     assert json.loads(manifest_path.read_text())["alert_id"] == alert.alert_id == "alert-" + event_id
     assert verify_manifest(manifest_path, KEYRING) == []
@@ -130,7 +130,7 @@ def test_one_failing_report_does_not_stop_the_others(tmp_path: Path) -> None:
     # only the written reports' files are there, each verified; a failed one leaves nothing
     names = sorted(p.name for p in (tmp_path / "reports").iterdir() if p.name not in STORE_FILES)
     expected = sorted(f"{report_file_stem(a.alert_id)}{s}" for a in (good, slash)
-                      for s in (".pdf", ".trace.json", ".manifest.json"))
+                      for s in (".pdf", ".trace.json.gz", ".manifest.json"))
     assert names == expected
     for m in writer.written:
         assert verify_manifest(tmp_path / "reports" / f"{report_file_stem(m.alert_id)}.manifest.json",

@@ -12,13 +12,13 @@ import pytest
 from reports.audit_log import AuditLog, verify_audit_log
 from reports.manifest import verify_manifest
 from reports.store import LOG_NAME, ReportStore
-from reports.alert_report import prepare_alert_report
+from reports.alert_report import make_case, prepare_alert_report
 from reports.testing import INPUT_SHA256, KEYRING, SIGNER, make_alert, make_reason_codes, make_trace
 
 
 def prepared(seed: int = 7):
-    return prepare_alert_report(make_alert(), make_trace(), make_reason_codes(), input_sha256=INPUT_SHA256,
-                                code_version="v", seed=seed)
+    return prepare_alert_report(make_case(make_alert(), make_trace(), make_reason_codes(), input_sha256=INPUT_SHA256,
+                                          code_version="v", seed=seed))
 
 
 def snapshot(directory):
@@ -34,7 +34,7 @@ def test_publish_binds_the_manifest_to_its_log_entry(tmp_path):
     manifest_bytes = (tmp_path / f"{stem}.manifest.json").read_bytes()
     assert entry.payload["manifest"] == [f"{stem}.manifest.json", hashlib.sha256(manifest_bytes).hexdigest()]
     assert entry.payload["files"] == [[f"{stem}.pdf", hashlib.sha256(contents[0][1]).hexdigest()],
-                                      [f"{stem}.trace.json", hashlib.sha256(contents[1][1]).hexdigest()]]
+                                      [f"{stem}.trace.json.gz", hashlib.sha256(contents[1][1]).hexdigest()]]
     assert verify_manifest(tmp_path / f"{stem}.manifest.json", KEYRING) == []
 
 
@@ -53,9 +53,9 @@ def test_new_content_for_the_same_alert_is_a_new_version_never_an_overwrite(tmp_
     second = store.publish(*prepared(seed=8))
     stem = prepared()[0]
     assert second.status == "new version" and second.stem == f"{stem}@2" and second.manifest.log_index == 1
-    assert [n for n, _ in second.manifest.files] == [f"{stem}@2.pdf", f"{stem}@2.trace.json"]
+    assert [n for n, _ in second.manifest.files] == [f"{stem}@2.pdf", f"{stem}@2.trace.json.gz"]
     after = snapshot(tmp_path)
-    for name in (f"{stem}.pdf", f"{stem}.trace.json", f"{stem}.manifest.json"):
+    for name in (f"{stem}.pdf", f"{stem}.trace.json.gz", f"{stem}.manifest.json"):
         assert after[name] == before[name]  # version 1 untouched
     assert store.publish(*prepared(seed=8)).status == "unchanged"
     assert store.publish(*prepared(seed=7)).manifest == first.manifest
