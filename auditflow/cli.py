@@ -472,6 +472,45 @@ def report(
     console.print(f"{res.status}: {res.pdf} (audit log of {res.tree_size} entries)", soft_wrap=True, highlight=False)
 
 
+schedule_app = typer.Typer(no_args_is_help=True, help="Scheduled compliance summaries (cron in settings).")
+app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("run")
+def schedule_run(
+    now: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM, UTC [default: the clock]")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="run folder [default: AUDITFLOW_OUT_DIR, else out]")] = None,
+) -> None:
+    """Write the daily and weekly summaries (AUDITFLOW_SCHEDULE_DAILY / _WEEKLY) of every period
+    that has ended and has none yet, oldest first: catches up after downtime, idempotent per period."""
+    from reports.signing import DevelopmentKeyRefused, SigningKeyError
+
+    settings = _settings(out_dir=out)
+    when = None
+    if now is not None:
+        try:
+            when = datetime.strptime(now, "%Y-%m-%dT%H:%M")
+        except ValueError:
+            raise _fail(f"--now {now!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
+    try:
+        res = flow.run_schedule(settings, when)
+    except (SigningKeyError, DevelopmentKeyRefused) as e:
+        raise _fail(str(e), code=2) from None
+    if res.start is None:
+        console.print("nothing to schedule: no alerts and no AUDITFLOW_SCHEDULE_START", highlight=False)
+        return
+    if not res.reports:
+        console.print(f"up to date: every period from {res.start:%Y-%m-%d %H:%M} to {res.now:%Y-%m-%d %H:%M} "
+                      "has its summary", highlight=False)
+        return
+    table = Table("period", "alerts", "status", "file", title=f"schedule run up to {res.now:%Y-%m-%d %H:%M}",
+                  title_justify="left")
+    for r in res.reports:
+        table.add_row(r.period_id, f"{r.alerts:,}", r.status, r.pdf.name)
+    console.print(table)
+    console.print(f"{res.written} written; audit log of {res.tree_size} entries", highlight=False)
+
+
 def _date(text: str, option: str):
     try:
         return datetime.strptime(text, "%Y-%m-%d")

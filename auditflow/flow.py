@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -519,6 +520,103 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         raise ValueError(f"report for {alert_id} not written: {out.reason}")
     status = "unchanged" if writer.unchanged else ("new version" if "@" in out.files[0][0] else "written")
     return AlertReportResult(alert_id, status, paths.reports_dir / out.files[0][0], out, head.tree_size)
+
+
+def load_period_alerts(settings: Settings) -> list:
+    """The run's alerts (``OUT_DIR/alerts.jsonl``) as :class:`reports.period_report.PeriodAlert`."""
+    from reports.period_report import PeriodAlert
+
+    path = RunPaths.under(settings.out_dir).alerts
+    if not path.exists():
+        return []
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            alert = Alert.from_dict({k: d[k] for k in ("schema", "alert_id", "event", "score", "threshold",
+                                                        "model_digest", "features")})
+            report = Path(d["report"]).name if d.get("report") else None
+            out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error")))
+    return out
+
+
+@dataclass(frozen=True)
+class PeriodReportResult:
+    """One period summary published: its period id, ``status`` (``written``, ``unchanged``,
+    ``new version``) and PDF."""
+
+    period_id: str
+    status: str
+    pdf: Path
+    alerts: int
+    tree_size: int = 0
+
+
+def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[list[PeriodReportResult], int]:
+    from reports.period_report import prepare_period_report
+    from reports.store import ReportStore
+
+    store = ReportStore(RunPaths.under(settings.out_dir).reports_dir, report_signer(settings))
+    store.repair()
+    done = []
+    for period in periods:
+        stem, contents, unsigned = prepare_period_report(period, alerts, code_version=code_version(), seed=settings.seed)
+        pub = store.publish(stem, contents, unsigned)
+        done.append(PeriodReportResult(period.period_id, pub.status, store.directory / pub.manifest.files[0][0],
+                                       int(dict(unsigned.extra)["alerts"])))
+    head = store.finish()
+    return done, head.tree_size
+
+
+def report_period(settings: Settings, start: datetime, end: datetime) -> PeriodReportResult:
+    """``auditflow report period --from --to``: the compliance summary of the alerts whose event
+    time is in ``[start, end)`` (write-once: the same alerts give the same file, no new entry)."""
+    from reports.schedule import Period
+
+    (res,), size = _publish_periods(settings, [Period("range", start, end)], load_period_alerts(settings))
+    return PeriodReportResult(res.period_id, res.status, res.pdf, res.alerts, size)
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """``auditflow schedule run``: what it produced per schedule, up to ``now``."""
+
+    now: datetime
+    start: datetime | None
+    reports: list[PeriodReportResult]
+    tree_size: int
+
+    @property
+    def written(self) -> int:
+        return sum(1 for r in self.reports if r.status != "unchanged")
+
+
+def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleResult:
+    """Every scheduled period (``AUDITFLOW_SCHEDULE_DAILY`` / ``_WEEKLY``) that has ended by ``now``
+    (default: the clock, UTC) and has no summary in the audit log yet, oldest first, from
+    ``AUDITFLOW_SCHEDULE_START`` (default: the first alert's period): after downtime it catches up
+    every missed period; run again, it finds nothing to do."""
+    from reports.schedule import Schedule, periods_due
+    from reports.store import LOG_NAME
+
+    if now is None:
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+    alerts = load_period_alerts(settings)
+    start = settings.schedule_start or min((a.alert.event.timestamp for a in alerts), default=None)
+    if start is None:
+        return ScheduleResult(now, None, [], 0)
+    from reports.audit_log import AuditLog
+
+    log_path = RunPaths.under(settings.out_dir).reports_dir / LOG_NAME
+    done = {e.payload.get("subject_id") for e in (AuditLog(log_path).entries() if log_path.exists() else [])
+            if e.kind == "period_report"}
+    due = [p for name, cron in settings.report_schedules.items()
+           for p in periods_due(Schedule(name, cron), start=start, now=now, done=done)]
+    if not due:
+        return ScheduleResult(now, start, [], 0)
+    due.sort(key=lambda p: (p.end, p.schedule))
+    results, size = _publish_periods(settings, due, alerts)
+    return ScheduleResult(now, start, results, size)
 
 
 def recall(laundering_ids: set[str], flagged_ids: Iterable[str]) -> float:

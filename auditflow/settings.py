@@ -59,6 +59,11 @@ AUDITFLOW_REPORT_INSTITUTION       the institution reports name (controller,    
                                    business); the privacy profiles require it
 AUDITFLOW_REPORT_CONTACT           where a subject asks for review or exercises     unset
                                    rights; the privacy profiles require it
+AUDITFLOW_SCHEDULE_DAILY           cron of the daily compliance summary (a period   ``0 0 * * *``
+                                   runs from one fire time to the next; empty: off)
+AUDITFLOW_SCHEDULE_WEEKLY          cron of the weekly compliance summary            ``0 0 * * 1``
+AUDITFLOW_SCHEDULE_START           first period ``schedule run`` catches up from    the first alert
+                                   (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM``)
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
@@ -143,6 +148,9 @@ class Settings(BaseSettings):
     report_profile: str = Field(default="sar", pattern=r"^[a-z0-9][a-z0-9-]*$")
     report_institution: str | None = None
     report_contact: str | None = None
+    schedule_daily: str = "0 0 * * *"
+    schedule_weekly: str = "0 0 * * 1"
+    schedule_start: datetime | None = None
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")
@@ -158,6 +166,15 @@ class Settings(BaseSettings):
         if v[0].tzinfo is not None or v[1].tzinfo is not None or not v[0] < v[1]:
             raise ValueError(f"event_time_window {v!r}: expected naive (UTC) times, FROM before TO")
         return v
+
+    @field_validator("schedule_daily", "schedule_weekly")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from croniter import croniter
+
+        if v.strip() and not croniter.is_valid(v):
+            raise ValueError(f"{v!r} is not a cron expression (minute hour day-of-month month day-of-week)")
+        return v.strip()
 
     @field_validator("graph_url")
     @classmethod
@@ -234,6 +251,12 @@ class Settings(BaseSettings):
 
     def _with_namespace(self, opts: dict) -> dict:
         return {**opts, "namespace": self.graph_namespace} if self.graph_namespace else dict(opts)
+
+    @property
+    def report_schedules(self) -> dict[str, str]:
+        """The compliance summaries ``schedule run`` produces: name -> cron (empty ones are off)."""
+        return {name: cron for name, cron in (("daily", self.schedule_daily), ("weekly", self.schedule_weekly))
+                if cron}
 
     @property
     def trace_horizon(self) -> timedelta:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pypdf import PdfReader
 from typer.testing import CliRunner
 
 from auditflow import cli, flow
@@ -176,6 +177,54 @@ def test_auditflow_report_rewrites_an_alert_write_once(run, monkeypatch):
     assert flow.verify_reports(settings, result.paths.reports_dir).ok
     out = CliRunner().invoke(cli.app, ["report", "alert-tx-nosuch"])
     assert out.exit_code == 2 and "no alert 'alert-tx-nosuch'" in out.output
+
+
+def test_schedule_run_catches_up_and_is_idempotent_per_period(run, monkeypatch):
+    """`auditflow schedule run`: each ended day and week once, the missed ones after downtime,
+    nothing twice; `report period` of a range twice is one file and one log entry."""
+    from datetime import datetime as dt
+
+    from reports import AuditLog
+
+    result, settings = run
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(settings.out_dir))
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_WEEKLY", "")  # days only: the data spans two days
+    log_path = result.paths.reports_dir / "audit_log.jsonl"
+    days = sorted({c.alert.event.timestamp.date() for c in result.cases})
+    assert len(days) >= 2
+    first, last = days[0], days[-1]
+
+    def run_at(when: str) -> str:
+        out = CliRunner().invoke(cli.app, ["schedule", "run", "--now", when])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    def period_entries() -> list[str]:
+        return [e.payload["subject_id"] for e in AuditLog(log_path).entries() if e.kind == "period_report"]
+
+    run_at(f"{first:%Y-%m-%d}T23:59")  # the first day has not ended: nothing yet
+    assert period_entries() == []
+    out = run_at(f"{first + timedelta(days=1):%Y-%m-%d}T00:00")
+    assert period_entries() == [f"daily-{first:%Y-%m-%d}"] and "1 written" in out
+    # down for a while: the next run catches up every missed day, oldest first
+    later = last + timedelta(days=3)
+    run_at(f"{later:%Y-%m-%d}T06:00")
+    expected = [f"daily-{first + timedelta(days=i):%Y-%m-%d}" for i in range((later - first).days)]
+    assert period_entries() == expected
+    pdf = result.paths.reports_dir / f"period-daily-{first:%Y-%m-%d}.pdf"
+    before = (pdf.read_bytes(), log_path.read_bytes())
+    assert "up to date" in run_at(f"{later:%Y-%m-%d}T06:00")
+    assert (pdf.read_bytes(), log_path.read_bytes()) == before
+    # the day's summary counts that day's alerts
+    n = sum(1 for c in result.cases if c.alert.event.timestamp.date() == first)
+    assert f"Alerts {n} (" in " ".join(" ".join(pg.extract_text() for pg in PdfReader(pdf).pages).split())
+    # an explicit range, twice
+    args = ["report", "period", "--from", f"{first:%Y-%m-%d}", "--to", f"{later:%Y-%m-%d}"]
+    out1, out2 = CliRunner().invoke(cli.app, args), CliRunner().invoke(cli.app, args)
+    assert out1.exit_code == out2.exit_code == 0 and "written" in out1.output and "unchanged" in out2.output
+    assert sum(1 for e in AuditLog(log_path).entries() if e.payload.get("subject_id", "").startswith("range-")) == 1
+    assert flow.verify_reports(settings, result.paths.reports_dir).ok
+    assert dt.strptime(expected[0][6:], "%Y-%m-%d").date() == first
 
 
 def test_reports_record_the_code_version_of_the_checkout(run):

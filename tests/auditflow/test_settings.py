@@ -173,3 +173,13 @@ def test_other_urls_are_refused_by_both_naming_the_url(opened_neo4j, url):
         open_store(url)
     assert repr(url) in str(err2.value)
     assert opened_neo4j == []
+
+
+def test_report_schedules_are_cron_expressions(monkeypatch):
+    assert Settings().report_schedules == {"daily": "0 0 * * *", "weekly": "0 0 * * 1"}
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_WEEKLY", "")
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_DAILY", "30 6 * * *")
+    assert Settings().report_schedules == {"daily": "30 6 * * *"}
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_DAILY", "every morning")
+    with pytest.raises(ValidationError, match="not a cron expression"):
+        Settings()

@@ -1,0 +1,103 @@
+"""Period compliance summaries: figures recomputed from the alert records, PDF text, bytes,
+write-once publication and verify."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections import Counter
+from dataclasses import replace
+from datetime import datetime
+
+import pytest
+from pypdf import PdfReader
+
+from reports.period_report import DriftFigure, PeriodAlert, TierLatency, prepare_period_report
+from reports.schedule import Period
+from reports.store import ReportStore
+from reports.testing import KEYRING, SIGNER, alert_number
+from reports.verify import verify_reports
+
+DAY = Period("daily", datetime(2022, 9, 1), datetime(2022, 9, 2))
+
+
+def alerts() -> list[PeriodAlert]:
+    out = []
+    scores = [0.97, 0.85, 0.7, 0.99, 0.81, 0.66]
+    typs = [("fan-out",), ("fan-out", "cycle"), (), ("cycle",), ("fan-out",), ()]
+    for i, (s, t) in enumerate(zip(scores, typs)):
+        a = alert_number(i)
+        hour = 3 * i  # six alerts on 2022-09-01, one more the next day
+        a = replace(a, score=s, event=replace(a.event, timestamp=datetime(2022, 9, 1, hour, 5)))
+        out.append(PeriodAlert(a, t, None if i == 2 else f"{a.alert_id}.pdf", "LayoutError: too tall" if i == 5 else None))
+    nxt = alert_number(9)
+    out.append(PeriodAlert(replace(nxt, event=replace(nxt.event, timestamp=datetime(2022, 9, 2, 0, 0))), ("stack",),
+                           "x.pdf"))
+    return out
+
+
+def text_of(pdf: bytes) -> str:
+    return " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages).split())
+
+
+@pytest.fixture(scope="module")
+def day():
+    stem, files, manifest = prepare_period_report(DAY, alerts(), code_version="v", seed=7)
+    return stem, dict(files), manifest
+
+
+def test_counts_only_the_periods_alerts_and_ships_them(day):
+    stem, files, manifest = day
+    assert stem == "period-daily-2022-09-01" and manifest.kind == "period" and manifest.alert_id == "daily-2022-09-01"
+    rows = [json.loads(line) for line in gzip.decompress(files[".alerts.json.gz"]).splitlines()]
+    assert len(rows) == 6 and dict(manifest.extra)["alerts"] == "6"
+    assert {r["alert"]["alert_id"] for r in rows} == {alert_number(i).alert_id for i in range(6)}
+
+
+def test_pdf_figures_match_an_independent_count(day):
+    text = text_of(day[1][".pdf"])
+    period = [a for a in alerts() if DAY.start <= a.alert.event.timestamp < DAY.end]
+    typ = Counter(t for a in period for t in (a.typologies or ("none",)))
+    assert typ == {"fan-out": 3, "cycle": 2, "none": 2}
+    assert "Typology Alerts fan-out 3 cycle 2 none 2" in text
+    sev = Counter("critical" if a.alert.score >= 0.95 else "high" if a.alert.score >= 0.8 else "elevated" for a in period)
+    assert f"Severity Alerts critical {sev['critical']} high {sev['high']} elevated {sev['elevated']}" in text
+    assert "6 (5 with a report)" in text
+    assert "No latency figures were recorded" in text and "No drift figures were recorded" in text
+    assert f"{alert_number(2).alert_id} no report written yet" in text
+    assert f"{alert_number(5).alert_id} report failed: LayoutError: too tall" in text
+    # every alert is on the same sender here: one top account with all six and the top score
+    assert f"{alert_number(0).account.node_id} 6 0.99" in text
+
+
+def test_latency_and_drift_appear_when_given():
+    _, files, _ = prepare_period_report(DAY, alerts(), code_version="v", seed=7,
+                                        latency=[TierLatency("fast path", 1200, 3.5, 9.25)],
+                                        drift=[DriftFigure("amount_usd, Bitcoin, 24 h PSI", 0.31, "drift")])
+    text = text_of(dict(files)[".pdf"])
+    assert "fast path 1,200 3.5 9.2" in text  # 9.25 rounds half to even
+    assert "amount_usd, Bitcoin, 24 h PSI 0.31 drift" in text and "Drift by measure" in text
+
+
+def test_same_alerts_same_bytes_and_publishing_twice_is_one_entry(tmp_path, day):
+    again = prepare_period_report(DAY, list(reversed(alerts())), code_version="v", seed=7)
+    assert dict(again[1]) == day[1]  # the order the alerts come in does not matter
+    store = ReportStore(tmp_path, SIGNER)
+    first = store.publish(*prepare_period_report(DAY, alerts(), code_version="v", seed=7))
+    second = store.publish(*prepare_period_report(DAY, alerts(), code_version="v", seed=7))
+    assert (first.status, second.status) == ("written", "unchanged")
+    assert [e.kind for e in store.log.entries()] == ["period_report"]
+    store.finish()
+    res = verify_reports(tmp_path, KEYRING)
+    assert res.ok, res.findings
+    (tmp_path / "period-daily-2022-09-01.alerts.json.gz").write_bytes(b"")
+    assert any("period-daily-2022-09-01.alerts.json.gz" == f.item for f in verify_reports(tmp_path, KEYRING).findings)
+
+
+def test_an_empty_period_is_a_report_too():
+    _, files, manifest = prepare_period_report(Period("daily", datetime(2023, 1, 1), datetime(2023, 1, 2)), alerts(),
+                                               code_version="v", seed=7)
+    text = text_of(dict(files)[".pdf"])
+    assert "No alerts in this period." in text and "None: every alert of the period has its report." in text
+    assert dict(manifest.extra)["alerts"] == "0"
