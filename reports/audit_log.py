@@ -198,6 +198,9 @@ class AuditLog:
     def root(self, size: int | None = None) -> bytes:
         return self._tree.root(size)
 
+    def leaf_hash(self, index: int) -> bytes:
+        return self._tree.leaf(index)
+
     def inclusion_proof(self, index: int, size: int | None = None) -> list[bytes]:
         return self._tree.inclusion_proof(index, size)
 

@@ -1,0 +1,201 @@
+"""Audit reports cost: reports/s, verify time, Merkle log append and proof cost, tamper detection.
+
+    python bench/reports.py            # 100 reports, 1,000 proofs per log size
+    python bench/reports.py --quick    # 20 reports, 200 proofs per log size
+
+What is measured (wall clock; the process pinned to one CPU where the OS allows):
+
+* **reports/s**: :class:`reports.ReportWriter` writing N alert reports without a narrative
+  (template narrative, ``sar`` profile) into a fresh folder: PDF, compressed trace, signed
+  manifest, locked and fsynced log append each; then the signed tree head -> ``per_s``.
+  The alerts are the hand-built case of ``reports.testing`` with their own event ids.
+* **verify**: :func:`reports.verify.verify_reports` of that folder against the trusted key and
+  the kept tree head, divided by N -> ``verify_ms`` (per report; best of 3).
+* **log**: audit logs of 10^3, 10^4 and 10^5 entries (the lines written in one go, then opened,
+  which checks and hashes every line into the tree). At each size: one locked, fsynced
+  ``append`` (median of 50) -> append_us; an inclusion proof of a random entry made and verified
+  against the root (median) -> ``proof_us`` (``proof_us_at_1e5`` at 10^5); a consistency proof
+  from a random older size, made and verified (median) -> consistency_us; the proof lengths.
+  Proofs are O(log n): the columns should grow like log2(n) (10, 13.3, 16.6), not like n.
+* **tamper**: every case of ``reports.testing.TAMPER_CASES`` applied to a copy of a small
+  signed folder; a case counts as detected when verify (with the kept tree head) fails naming
+  what the case expects -> ``tamper_detected`` (share of cases, 1 = all) of ``tamper_cases``.
+
+Figures are printed, never asserted (a loaded machine is slow, not wrong); the exit status is 1
+when a tamper case goes undetected. Floors the issue sets: per_s >= 10, verify_ms <= 100,
+tamper_detected = 1.
+
+Last line: ``reports per_s=... verify_ms=... proof_us_at_1e5=... tamper_detected=... tamper_cases=...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from auditflow.canonical import canonical_json  # noqa: E402
+from reports import ReportWriter  # noqa: E402
+from reports.audit_log import AuditLog, TreeHead, entry_line  # noqa: E402
+from reports.merkle import verify_consistency, verify_inclusion  # noqa: E402
+from reports.testing import (  # noqa: E402
+    INPUT_SHA256,
+    KEYRING,
+    SIGNER,
+    TAMPER_CASES,
+    alert_number,
+    make_reason_codes,
+    make_reports_folder,
+    make_trace,
+)
+from reports.verify import verify_reports  # noqa: E402
+
+SIZES = (1_000, 10_000, 100_000)
+
+
+def pin_one_cpu() -> str:
+    try:
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        return f"pinned to cpu {cpu}"
+    except (AttributeError, OSError):
+        return "not pinned"
+
+
+def bench_reports(root: Path, n: int) -> tuple[float, float, Path]:
+    folder = root / "reports"
+    alerts = [alert_number(i) for i in range(n)]
+    trace, codes = make_trace(), make_reason_codes()
+    t0 = time.perf_counter()
+    writer = ReportWriter(folder, input_sha256=INPUT_SHA256, code_version="bench", seed=7, signer=SIGNER)
+    for a in alerts:
+        writer.write(a, trace, codes, typologies=[("fan-out", "The sender paid 7 distinct payees within 24 hours.")])
+    writer.finish()
+    seconds = time.perf_counter() - t0
+    if writer.failed:
+        raise SystemExit(f"reports failed: {writer.failed[:3]}")
+    kept = root / "kept_head.json"
+    shutil.copy(folder / "tree_head.json", kept)
+    best = float("inf")
+    for _ in range(3):
+        t1 = time.perf_counter()
+        res = verify_reports(folder, KEYRING, tree_head=TreeHead.load(kept))
+        best = min(best, time.perf_counter() - t1)
+        if not res.ok:
+            raise SystemExit(f"verify failed on an untouched folder: {res.findings[:3]}")
+    return n / seconds, 1000 * best / n, folder
+
+
+def build_log(path: Path, n: int) -> None:
+    """``n`` entries as appends would write them, in one go (fsynced once)."""
+    with open(path, "wb") as fh:
+        for i in range(n):
+            payload = {"subject_id": f"alert-tx-{i:016x}", "report_kind": "alert", "report_id": f"report-{i:016x}",
+                       "manifest": [f"alert-tx-{i:016x}.manifest.json", canonical_json(i).hex().rjust(64, "0")],
+                       "files": [], "key_id": SIGNER.key_id}
+            fh.write(entry_line(i, "report", payload) + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def bench_log(root: Path, n: int, samples: int, rng: random.Random) -> dict[str, float]:
+    path = root / f"log_{n}.jsonl"
+    build_log(path, n)
+    t0 = time.perf_counter()
+    log = AuditLog(path)
+    open_s = time.perf_counter() - t0
+    appends = []
+    for i in range(50):
+        t1 = time.perf_counter()
+        log.append("run", {"bench": i})
+        appends.append(time.perf_counter() - t1)
+    size, root_hash = log.size, log.root()
+    incl, cons, incl_len, cons_len = [], [], [], []
+    for _ in range(samples):
+        i = rng.randrange(size)
+        t1 = time.perf_counter()
+        proof = log.inclusion_proof(i)
+        ok = verify_inclusion(i, size, log.leaf_hash(i), proof, root_hash)
+        incl.append(time.perf_counter() - t1)
+        m = rng.randrange(1, size)
+        t1 = time.perf_counter()
+        cproof = log.consistency_proof(m)
+        ok = ok and verify_consistency(m, size, log.root(m), root_hash, cproof)
+        cons.append(time.perf_counter() - t1)
+        if not ok:
+            raise SystemExit(f"a proof failed at size {size}")
+        incl_len.append(len(proof))
+        cons_len.append(len(cproof))
+    return {"open_s": open_s, "append_us": 1e6 * statistics.median(appends),
+            "proof_us": 1e6 * statistics.median(incl), "consistency_us": 1e6 * statistics.median(cons),
+            "proof_len": max(incl_len), "consistency_len": max(cons_len)}
+
+
+def bench_tamper(root: Path) -> tuple[int, int, list[str]]:
+    pristine = root / "pristine"
+    make_reports_folder(pristine, 3)
+    kept = root / "pristine_head.json"
+    shutil.copy(pristine / "tree_head.json", kept)
+    missed = []
+    for i, (name, (tamper, expected, _)) in enumerate(sorted(TAMPER_CASES.items())):
+        d = root / f"tamper_{i}"
+        shutil.copytree(pristine, d)
+        tamper(d)
+        res = verify_reports(d, KEYRING, tree_head=TreeHead.load(kept))
+        if res.ok or not any(expected in str(f) for f in res.findings):
+            missed.append(name)
+    return len(TAMPER_CASES) - len(missed), len(TAMPER_CASES), missed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20 reports, 200 proofs per log size")
+    ap.add_argument("--reports", type=int, help="reports to write (default 100; quick 20)")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+    n = args.reports or (20 if args.quick else 100)
+    samples = 200 if args.quick else 1000
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    pinned = pin_one_cpu()
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="bench-reports-") as tmp:
+        root = Path(tmp)
+        log(f"writing {n} reports ...")
+        per_s, verify_ms, _ = bench_reports(root, n)
+        logs = {}
+        for size in SIZES:
+            log(f"audit log of {size:,} entries ...")
+            logs[size] = bench_log(root, size, samples, rng)
+        log("tamper cases ...")
+        detected, cases, missed = bench_tamper(root)
+
+    print(f"reports ({'quick' if args.quick else 'full'}, {n} reports, {samples} proofs per size, {pinned}, "
+          f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")
+    print(f"  writing: {per_s:.1f} reports/s (PDF, trace, signed manifest, fsynced log append each); "
+          f"verify: {verify_ms:.2f} ms per report")
+    print(f"  {'log entries':>12} {'open s':>8} {'append us':>10} {'proof us':>9} {'consist. us':>11} "
+          f"{'proof len':>9} {'consist. len':>12} {'log2 n':>7}")
+    for size, r in logs.items():
+        print(f"  {size:>12,} {r['open_s']:>8.3f} {r['append_us']:>10.0f} {r['proof_us']:>9.1f} "
+              f"{r['consistency_us']:>11.1f} {r['proof_len']:>9} {r['consistency_len']:>12} {math.log2(size):>7.1f}")
+    growth = logs[SIZES[-1]]["proof_us"] / logs[SIZES[0]]["proof_us"]
+    print(f"  proof cost 10^5 / 10^3: x{growth:.2f} (log2 ratio x{math.log2(SIZES[-1]) / math.log2(SIZES[0]):.2f}, "
+          f"linear would be x{SIZES[-1] / SIZES[0]:.0f})")
+    print(f"  tamper cases detected: {detected} of {cases}" + (f"; missed: {', '.join(missed)}" if missed else ""))
+    share = detected / cases
+    print(f"reports per_s={per_s:.1f} verify_ms={verify_ms:.2f} proof_us_at_1e5={logs[100_000]['proof_us']:.1f} "
+          f"tamper_detected={share:g} tamper_cases={cases}")
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
