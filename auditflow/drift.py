@@ -1,0 +1,182 @@
+"""Drift of the scoring inputs and the score against a frozen reference: the vocabulary (metrics,
+statuses, segments, defaults) and the metric definitions over bin counts, defined once.
+
+Every metric compares two histograms over the same frozen bins: the reference's counts and a
+window's counts. Both get the same additive smoothing ``alpha`` per bin (recorded in each drift
+record), so no probability is zero and no metric is infinite or NaN, whatever the window:
+
+* ``psi``: population stability index, sum over bins of (q - p) * ln(q / p);
+* ``kl``: Kullback-Leibler divergence of the window from the reference, KL(Q || P), in nats;
+* ``js``: Jensen-Shannon *distance*, base 2 (the square root of the divergence), in [0, 1].
+
+Logarithms of probabilities are taken as differences of logarithms of (smoothed) counts, and the
+mixture of JS in log space (``logaddexp``), so a bin with a tiny mass loses no precision; sums are
+``math.fsum``. P is the reference, Q the window.
+
+A metric's size depends on the window's sample size as much as on drift (a small window of an
+unchanged stream scatters), so thresholds are not fixed numbers: :func:`calibrated_thresholds`
+draws windows of the same size from the reference itself (multinomial, seeded: the same inputs give
+the same thresholds) and takes their quantiles; :func:`bootstrap_p_value` is the share of those
+draws at least as far from the reference as the window, and :func:`benjamini_hochberg` controls the
+false discovery rate across the features x segments of one window.
+
+>>> round(psi([50, 50], [50, 50]), 12), round(js_distance([10, 0], [0, 10], alpha=0.0), 12)
+(0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+#: The metrics of a drift record, in output order.
+METRICS = ("psi", "js", "kl")
+#: A drift record's status: the value against the thresholds, or why it is not judged.
+STATUSES = ("ok", "warn", "drift", "insufficient_data", "empty_window", "constant")
+#: What a segment is cut by (besides all events together, :data:`ALL_SEGMENT`).
+SEGMENT_DIMENSIONS = ("payment_format", "currency", "bank")
+ALL_SEGMENT = "__all__"
+#: Segment values beyond the cap (the reference's most frequent ones are kept) share this one.
+OTHER_SEGMENT = "__other__"
+#: The bin of a categorical level the reference never saw.
+NEW_CATEGORY = "__new__"
+#: Numeric bins: this many from the reference's quantiles, plus underflow and overflow.
+DEFAULT_BINS = 10
+#: Additive smoothing per bin (Jeffreys' prior), applied to both histograms.
+DEFAULT_SMOOTHING = 0.5
+#: Fewer events in a window than this: ``insufficient_data`` (the value is still given).
+DEFAULT_MIN_COUNT = 200
+#: Tumbling event-time window of the drift scores.
+DEFAULT_DRIFT_WINDOW_MINUTES = 60
+#: Most segment values per dimension (the rest are OTHER_SEGMENT).
+DEFAULT_SEGMENT_CAP = 20
+#: Quantiles of the same-size reference draws that make a window ``warn`` and ``drift``.
+WARN_QUANTILE = 0.95
+DRIFT_QUANTILE = 0.99
+#: Reference draws per threshold calibration.
+DEFAULT_DRAWS = 400
+
+
+def _log_probs(counts: Sequence[float], alpha: float) -> list[float]:
+    k = len(counts)
+    if k == 0:
+        raise ValueError("a histogram needs at least one bin")
+    if any(c < 0 for c in counts):
+        raise ValueError(f"negative bin count in {list(counts)[:8]}")
+    total = math.fsum(counts) + alpha * k
+    if total <= 0:
+        raise ValueError("an empty histogram without smoothing has no distribution")
+    log_total = math.log(total)
+    return [math.log(c + alpha) - log_total if c + alpha > 0 else -math.inf for c in counts]
+
+
+def _check(ref: Sequence[float], cur: Sequence[float]) -> None:
+    if len(ref) != len(cur):
+        raise ValueError(f"histograms over different bins: {len(ref)} and {len(cur)}")
+
+
+def psi(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTHING) -> float:
+    """Population stability index of ``cur`` against ``ref`` (both smoothed by ``alpha``)."""
+    _check(ref, cur)
+    lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
+    return math.fsum((math.exp(b) - math.exp(a)) * (b - a) for a, b in zip(lp, lq) if a > -math.inf or b > -math.inf)
+
+
+def kl(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTHING) -> float:
+    """KL(Q || P) in nats: Q the smoothed window, P the smoothed reference."""
+    _check(ref, cur)
+    lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
+    out = []
+    for a, b in zip(lp, lq):
+        if b == -math.inf:
+            continue  # 0 * log 0 = 0
+        if a == -math.inf:
+            return math.inf  # only without smoothing: the window has mass where the reference has none
+        out.append(math.exp(b) * (b - a))
+    return max(0.0, math.fsum(out))
+
+
+def js_distance(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTHING) -> float:
+    """Jensen-Shannon distance, base 2, in [0, 1] (``scipy.spatial.distance.jensenshannon``'s)."""
+    _check(ref, cur)
+    lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
+    ln2 = math.log(2.0)
+    terms = []
+    for a, b in zip(lp, lq):
+        lm = np.logaddexp(a, b) - ln2  # log of the mixture (p + q) / 2
+        if a > -math.inf:
+            terms.append(0.5 * math.exp(a) * (a - lm))
+        if b > -math.inf:
+            terms.append(0.5 * math.exp(b) * (b - lm))
+    div = max(0.0, math.fsum(terms)) / ln2
+    return min(1.0, math.sqrt(div))
+
+
+METRIC_FUNCTIONS = {"psi": psi, "js": js_distance, "kl": kl}
+
+
+def metric(name: str, ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTHING) -> float:
+    try:
+        f = METRIC_FUNCTIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})") from None
+    return f(ref, cur, alpha)
+
+
+def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
+                    draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
+    """The metric of ``draws`` windows of ``n`` events drawn from the reference's own
+    distribution (multinomial on its counts, seeded): what an unchanged stream gives at that size."""
+    ref_arr = np.asarray(ref, dtype=np.int64)
+    if n <= 0 or ref_arr.sum() <= 0:
+        return np.zeros(0)
+    rng = np.random.default_rng([seed, n, len(ref_arr)])
+    samples = rng.multinomial(n, ref_arr / ref_arr.sum(), size=draws)
+    return np.array([metric(name, ref_arr.tolist(), s.tolist(), alpha) for s in samples])
+
+
+def calibrated_thresholds(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
+                          draws: int = DEFAULT_DRAWS, seed: int = 0) -> tuple[float, float]:
+    """(warn, drift): the :data:`WARN_QUANTILE` and :data:`DRIFT_QUANTILE` of the metric over
+    same-size reference draws (see :func:`reference_draws`)."""
+    d = reference_draws(ref, n, name, alpha=alpha, draws=draws, seed=seed)
+    if d.size == 0:
+        return math.inf, math.inf
+    return float(np.quantile(d, WARN_QUANTILE)), float(np.quantile(d, DRIFT_QUANTILE))
+
+
+def bootstrap_p_value(value: float, draws: np.ndarray) -> float:
+    """(1 + #draws >= value) / (1 + #draws): never 0, so BH stays meaningful."""
+    return (1.0 + float(np.sum(draws >= value))) / (1.0 + draws.size)
+
+
+def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]:
+    """Which hypotheses are rejected at false discovery rate ``q`` (Benjamini-Hochberg step-up)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    k_max = 0
+    for rank, i in enumerate(order, start=1):
+        if p_values[i] <= q * rank / m:
+            k_max = rank
+    rejected = [False] * m
+    for rank, i in enumerate(order, start=1):
+        if rank <= k_max:
+            rejected[i] = True
+    return rejected
+
+
+def status(value: float, n_cur: int, thresholds: tuple[float, float], *, constant: bool = False,
+           min_count: int = DEFAULT_MIN_COUNT) -> str:
+    """The status of a window's metric: ``empty_window`` without events, ``constant`` when the
+    reference and the window both hold one and the same bin only, ``insufficient_data`` below
+    ``min_count`` events, else ``ok`` / ``warn`` / ``drift`` against the calibrated thresholds."""
+    if n_cur == 0:
+        return "empty_window"
+    if constant:
+        return "constant"
+    if n_cur < min_count:
+        return "insufficient_data"
+    warn, drift = thresholds
+    return "drift" if value > drift else "warn" if value > warn else "ok"
