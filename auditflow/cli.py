@@ -107,6 +107,19 @@ def _run_with_progress(call, *, kafka: bool = False, cluster: bool = False):
             return call(progress)
     except flow.CountMismatch as e:
         raise _fail(str(e)) from None
+    except ValueError as e:  # a signing key refused or unusable, a report profile it cannot fill
+        from reports.profile import ProfileError
+        from reports.signing import SigningKeyError
+
+        if isinstance(e, (SigningKeyError, ProfileError)):
+            raise _fail(str(e), code=2) from None
+        raise
+    except RuntimeError as e:
+        from reports.signing import DevelopmentKeyRefused
+
+        if isinstance(e, DevelopmentKeyRefused):
+            raise _fail(str(e), code=2) from None
+        raise
 
 
 def _print_run(result: flow.RunResult) -> None:
@@ -375,7 +388,7 @@ def trace(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT, e.g. 010/8000EBD30")],
     hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS,
                                                 help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
-    direction: Annotated[str, typer.Option(help="out, in or both")] = "out",
+    direction: Annotated[str, typer.Option(help="out (where the money went) or in (where it came from)")] = "out",
     fanout_cap: Annotated[Optional[int], typer.Option(min=1, help="[default: AUDITFLOW_TRACE_FANOUT_CAP, else 50]")] = None,
     start: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,
     end: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,

@@ -453,6 +453,16 @@ def run_deep_path(
     return cases
 
 
+def check_report_settings(settings: Settings, *, development_key: bool = False) -> None:
+    """What the reports need, checked before any work: a signing key (:func:`report_signer`) and a
+    report profile the configured institution and contact can fill (``ProfileError``)."""
+    from reports.alert_report import check_organisation
+    from reports.profile import load_profile
+
+    report_signer(settings, development_key=development_key)
+    check_organisation(load_profile(settings.report_profile), settings.report_institution, settings.report_contact)
+
+
 def report_profile_options(settings: Settings) -> dict[str, Any]:
     """The report profile and the institution and contact its compliance section names."""
     return {"profile": settings.report_profile, "institution": settings.report_institution,
@@ -791,6 +801,7 @@ def stream_and_report(data: str | Path, model_dir: str | Path, settings: Setting
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
     :func:`report_stream`. Raises :class:`CountMismatch` when the job's counts do not balance."""
     t0 = time.perf_counter() if started is None else started
+    check_report_settings(settings, development_key=development_key)  # refused now, not after the job
     (progress or _no_progress)("stream", 0, None)
     if kafka:
         stream = run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)

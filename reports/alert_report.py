@@ -270,16 +270,20 @@ def _drift_section(drift: Sequence[DriftStatus] | None) -> list:
     return out
 
 
-def _lineage_section(case: ReportCase) -> list:
-    ev, t = case.alert.event, case.trace
+def graph_query_text(t: EvidenceTrace) -> str:
+    """The graph query that made the trace, with its parameters (shown and signed in the manifest)."""
     window = (f"[{_ts(t.window_start) if t.window_start else 'unbounded'}, "
               f"{_ts(t.window_end) if t.window_end else 'unbounded'})")
+    return (f"trace_evidence(root={t.root}, direction={t.direction}, max_hops={t.max_hops}, "
+            f"fanout_cap={t.fanout_cap}, window={window}) on {t.backend or 'an unrecorded backend'}")
+
+
+def _lineage_section(case: ReportCase) -> list:
+    ev, t = case.alert.event, case.trace
     rows = [
         ("Input file SHA-256", case.input_sha256, "cell_mono"),
         ("Input record", f"offset {ev.source_offset} (event {ev.event_id})", "cell"),
-        ("Graph query", f"trace_evidence(root={t.root}, direction={t.direction}, max_hops={t.max_hops}, "
-                        f"fanout_cap={t.fanout_cap}, window={window}) on {t.backend or 'an unrecorded backend'}",
-         "cell_mono"),
+        ("Graph query", graph_query_text(t), "cell_mono"),
         ("Trace id", t.trace_id, "cell_mono"),
         ("Model digest", case.alert.model_digest, "cell_mono"),
         ("Code version", case.code_version, "cell_mono"),
@@ -488,6 +492,7 @@ _EXTRA_LABELS = {
     "run_id": "Run id",
     "audit_chain_id": "Audit chain id",
     "source_offset": "Source offset",
+    "graph_query": "Graph query",
     "renderer": "Renderer",
     "pdf_creation_date": "PDF creation date",
     "signature_algorithm": "Signature algorithm",
@@ -557,6 +562,7 @@ def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]]
             ("run_id", case.run_id),
             ("audit_chain_id", case.audit_chain_id),
             ("source_offset", str(alert.event.source_offset)),
+            ("graph_query", graph_query_text(trace)),
         ),
     )
     pdf = render_alert_pdf(case, unsigned)

@@ -325,6 +325,12 @@ def test_run_counts_balance_on_a_memory_graph(model_dir, tmp_path, monkeypatch):
     with open(csv_path, "a") as fh:
         fh.write(BAD_LINES[0] + "\n")
     monkeypatch.setenv("AUDITFLOW_GRAPH_URL", "memory:")
+    refused = runner.invoke(cli.app, ["run", str(csv_path), "--model-dir", str(model_dir), "--out", str(tmp_path / "run")])
+    assert refused.exit_code == 2 and "development key" in refused.output  # no key: refused before the job
+    from reports.signing import generate_key_file
+
+    generate_key_file(tmp_path / "signing.pem")
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     out = invoke("run", csv_path, "--model-dir", model_dir, "--out", tmp_path / "run", "--max-reports", 1)
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     rows = data_rows(csv_path)

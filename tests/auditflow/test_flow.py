@@ -257,3 +257,17 @@ def test_the_deep_path_traces_over_the_configured_horizon(tmp_path, model_dir, l
     t = case.alert.event.timestamp
     assert (trace.window_start, trace.window_end) == (t, t + timedelta(minutes=minutes))
     assert all(t <= e.timestamp <= t + timedelta(minutes=minutes) for e in trace.edges)
+
+
+def test_a_run_without_a_signing_key_or_with_an_unfillable_profile_stops_before_the_job(tmp_path, monkeypatch,
+                                                                                        signing_key):
+    from reports.profile import ProfileError
+    from reports.signing import DevelopmentKeyRefused
+
+    monkeypatch.delenv("AUDITFLOW_SIGNING_KEY_FILE")
+    with pytest.raises(DevelopmentKeyRefused):
+        flow.stream_and_report(tmp_path / "absent.csv", tmp_path / "no-model", Settings(out_dir=tmp_path))
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(signing_key))
+    with pytest.raises(ProfileError, match="requires"):
+        flow.stream_and_report(tmp_path / "absent.csv", tmp_path / "no-model",
+                               Settings(out_dir=tmp_path, report_profile="ccpa"))
