@@ -144,7 +144,8 @@ GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {
     "g_rcv_out_degree": "receiver: distinct payees in the window",
     "g_cycle_len": (
         "hops in the shortest directed cycle through this transfer: 1 for a self-transfer, else "
-        f"1 + shortest path receiver -> sender of at most {CYCLE_MAX_PATH_HOPS} hops; 0 if none"
+        f"1 + shortest time-ordered path receiver -> sender (money moving forward in time) of at most "
+        f"{CYCLE_MAX_PATH_HOPS} hops; 0 if none"
     ),
     "g_sg_width": (
         "scatter-gather into the receiver: the most distinct intermediates m through which one "

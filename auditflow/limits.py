@@ -40,8 +40,21 @@ DEFAULT_TYPOLOGY_WINDOW = timedelta(days=3)
 
 #: Evidence traces go at most this many hops from the alerted account.
 MAX_TRACE_HOPS = 5
-#: Edges an evidence trace keeps per account and hop (earliest first) unless configured.
+#: Edges an evidence trace keeps per account and hop (the most relevant: largest amounts, soonest
+#: after the money arrived) unless configured.
 DEFAULT_FANOUT_CAP = 50
+#: An account with more transfers than this in one hop's time window is a hub: a trace reports
+#: it and does not expand it (payment processors, merchants, exchanges).
+DEFAULT_HUB_DEGREE = 200
+#: Along a traced path, each transfer follows the one that brought the money within this long.
+DEFAULT_HOP_HORIZON = timedelta(days=2)
+#: Global budgets of one trace: accounts, transfers, wall time (seconds). A trace that reaches
+#: one stops there and records where and why.
+DEFAULT_TRACE_MAX_NODES = 500
+DEFAULT_TRACE_MAX_EDGES = 2_000
+DEFAULT_TRACE_MAX_SECONDS = 2.0
+#: Amount consistency: what leaves an account along a path may exceed what arrived by this share.
+DEFAULT_AMOUNT_TOLERANCE = 0.05
 #: Per-account cap on legs kept in the stream feature windows (all of them together, oldest
 #: dropped first): bounds memory on hub accounts.
 MAX_WINDOW_LEGS = 20_000

@@ -638,6 +638,22 @@ class TraceNode:
     node_id: str
     hop_depth: int
     upstream_ids: tuple[str, ...]  # nodes one hop closer to the root that reached this one
+    #: the event ids that explain it: the time-ordered transfers from the root to it (upstream
+    #: traces: from it to the root), ``hop_depth`` of them (empty for the root)
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCut:
+    """Where and why a trace left something out: at ``hop``, at account ``node_id`` (empty when
+    a whole hop was cut), for ``reason`` (``fan-out cap``, ``amount``, ``hub``, ``node budget``,
+    ``edge budget``, ``time budget``), ``dropped`` transfers (accounts, for ``node budget``; the
+    frontier accounts not expanded, for ``time budget``)."""
+
+    hop: int
+    node_id: str
+    reason: str
+    dropped: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -666,7 +682,11 @@ class EvidenceTrace:
     nodes: tuple[TraceNode, ...]
     edges: tuple[TraceEdge, ...]
     backend: str = ""
-    truncated: bool = False  # True when the fan-out cap dropped edges
+    truncated: bool = False  # True when anything was cut (see ``cuts``)
+    hubs: tuple[str, ...] = ()  # accounts reached but not expanded: above the hub degree
+    cuts: tuple[TraceCut, ...] = ()
+    #: every parameter the trace id is computed over (horizon, tolerance, budgets, ...)
+    params: tuple[tuple[str, Any], ...] = ()
 
     def node(self, node_id: str) -> TraceNode:
         for n in self.nodes:
@@ -687,13 +707,16 @@ class EvidenceTrace:
             "fanout_cap": self.fanout_cap,
             "window_start": ts_to_wire(self.window_start) if self.window_start else None,
             "window_end": ts_to_wire(self.window_end) if self.window_end else None,
-            "nodes": [[n.node_id, n.hop_depth, list(n.upstream_ids)] for n in self.nodes],
+            "nodes": [[n.node_id, n.hop_depth, list(n.upstream_ids), list(n.path)] for n in self.nodes],
             "edges": [
                 [e.event_id, e.src, e.dst, money_to_wire(e.amount_paid), ts_to_wire(e.timestamp), e.hop]
                 for e in self.edges
             ],
             "backend": self.backend,
             "truncated": self.truncated,
+            "hubs": list(self.hubs),
+            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in self.cuts],
+            "params": dict(self.params),
         }
 
     def to_json(self) -> str:
@@ -711,13 +734,17 @@ class EvidenceTrace:
             fanout_cap=int(d["fanout_cap"]),
             window_start=ts_from_wire(d["window_start"]) if d["window_start"] else None,
             window_end=ts_from_wire(d["window_end"]) if d["window_end"] else None,
-            nodes=tuple(TraceNode(n, int(h), tuple(u)) for n, h, u in d["nodes"]),
+            nodes=tuple(TraceNode(n[0], int(n[1]), tuple(n[2]), tuple(n[3]) if len(n) > 3 else ())
+                        for n in d["nodes"]),
             edges=tuple(
                 TraceEdge(eid, s, t, money_from_wire(m, "amount_paid"), ts_from_wire(ts), int(h))
                 for eid, s, t, m, ts, h in d["edges"]
             ),
             backend=d.get("backend", ""),
             truncated=bool(d.get("truncated", False)),
+            hubs=tuple(d.get("hubs", ())),
+            cuts=tuple(TraceCut(int(h), n, r, int(k)) for h, n, r, k in d.get("cuts", ())),
+            params=tuple(sorted(d.get("params", {}).items())),
         )
 
 

@@ -55,6 +55,7 @@ import networkx as nx
 from auditflow.records import TransactionEvent
 from evidence_graph.store import (
     Direction,
+    Expansion,
     GraphEdge,
     GraphStore,
 )
@@ -167,18 +168,15 @@ class NetworkxGraphStore(GraphStore):
         self._sorted[key] = cached
         return cached
 
-    def _neighbors_batch(
+    def _expand(
         self,
-        frontier: Sequence[str],
+        requests: Sequence[Expansion],
         direction: Direction,
-        start: datetime | None,
-        end: datetime | None,
         limit: int | None,
+        timeout: float | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        out: dict[str, tuple[GraphEdge, ...]] = {}
-        for node in frontier:
-            if node in out:
-                continue
+        out: dict[str, tuple[GraphEdge, ...]] = {}  # in memory: nothing to time out
+        for node, start, end in requests:
             edges, stamps = self._incident(node, direction)
             lo = 0 if start is None else bisect_left(stamps, start)
             hi = len(stamps) if end is None else bisect_right(stamps, end)

@@ -8,6 +8,11 @@ Counterparties never include the account itself (self-transfers are not counterp
 bounded on hubs: each account contributes at most ``neighbor_cap`` edges (default 200) in cap
 order (earliest first, then event id), so on hubs the counts saturate, deterministically.
 
+The cycle feature follows the money: it is the shared temporal search
+(:func:`~evidence_graph.follow.follow_money`) from the receiver, so the path back to the sender
+is in time order inside the window (at most ``neighbor_cap`` transfers per account and hop, the
+most relevant; the search's node and edge budgets, no clock).
+
 >>> from datetime import datetime
 >>> from auditflow.money import Money
 >>> from auditflow.records import AccountRef, TransactionEvent
@@ -31,9 +36,12 @@ from datetime import datetime, timedelta
 from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES
 from auditflow.limits import CYCLE_MAX_PATH_HOPS, DEFAULT_WINDOW_MINUTES, GRAPH_FEATURE_NEIGHBOR_CAP
 from auditflow.records import TransactionEvent
+from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import Direction, GraphEdge, GraphStore
 
 FEATURE_NEIGHBOR_CAP = GRAPH_FEATURE_NEIGHBOR_CAP
+#: Model inputs must not depend on the machine's speed: the cycle search has no clock budget.
+FEATURE_BUDGET = Budget(max_seconds=None)
 
 class _WindowView:
     """The event's view of the graph: windowed, capped, with the event itself merged in."""
@@ -62,21 +70,14 @@ class _WindowView:
         return out
 
 
-def _shortest_path_hops(view: _WindowView, source: str, target: str, max_hops: int) -> int:
-    """Hops of the shortest directed path ``source -> target`` (at most ``max_hops``), else 0."""
-    seen = {source}
-    frontier = [source]
-    for hop in range(1, max_hops + 1):
-        if not frontier:
-            break
-        nxt: set[str] = set()
-        for payees in view.counterparties(frontier, "out").values():
-            if target in payees:
-                return hop
-            nxt.update(p for p in payees if p not in seen)
-        seen |= nxt
-        frontier = sorted(nxt)
-    return 0
+def _cycle_path_hops(view: _WindowView, source: str, target: str, max_hops: int) -> int:
+    """Hops of the shortest time-ordered path ``source -> target`` in the window (at most
+    ``max_hops``), else 0: the shared search, followed downstream from ``source``."""
+    flow = follow_money(view.store, source, "out", max_hops=max_hops, start=view.start, end=view.end,
+                        hop_horizon=None, fanout_cap=view.cap, hub_degree=None, budget=FEATURE_BUDGET,
+                        stop_at=target)
+    reached = flow.nodes.get(target)
+    return reached.hop_depth if reached is not None else 0
 
 
 def _gs_width(payers: set[str], payees: set[str]) -> int:
@@ -103,7 +104,7 @@ def graph_features(
     if snd == rcv:
         cycle_len = 1
     else:
-        path = _shortest_path_hops(view, rcv, snd, CYCLE_MAX_PATH_HOPS)
+        path = _cycle_path_hops(view, rcv, snd, CYCLE_MAX_PATH_HOPS)
         cycle_len = path + 1 if path else 0
 
     # scatter-gather: sources s -> intermediate m -> receiver

@@ -14,9 +14,12 @@ Schema (created at start, idempotently)::
 * Writes are batched ``UNWIND $rows AS r MERGE ...``: accounts MERGEd on their id, a transaction
   created only where no ``TX`` carries its event id (an index seek). Replaying any batch changes
   no counts; two writers racing on one event are settled by the constraint (the loser replays).
-* Reads answer a whole BFS frontier per query (``UNWIND $frontier``), one hop at a time, so the
-  shared :func:`~evidence_graph.trace.trace_evidence` runs unchanged; variable-length patterns
-  (``[*1..5]``), which enumerate paths and explode on hubs, are never used.
+* Reads answer a whole BFS frontier per query (``UNWIND $frontier``: each account with its own
+  time window, the per-account limit applied in the query), one hop at a time, so the shared
+  :func:`~evidence_graph.follow.follow_money` runs unchanged; variable-length patterns
+  (``[*1..5]``), which enumerate paths and explode on hubs, are never used. Every read runs with
+  a transaction timeout (``tx_timeout``, or what is left of the caller's time budget): the
+  server aborts it, and the store raises :class:`~evidence_graph.store.GraphQueryTimeout`.
 
 A ``namespace`` suffixes the label and relationship type (``Account_ns``, ``TX_ns``) so several
 independent graphs (tests, experiments) can share one server; :meth:`Neo4jGraphStore.drop`
@@ -35,6 +38,7 @@ the password itself when it was given one.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -48,7 +52,9 @@ from auditflow.secret_file import read_secret_file
 from auditflow.records import TransactionEvent, epoch_minutes, from_epoch_minutes
 from evidence_graph.store import (
     Direction,
+    Expansion,
     GraphEdge,
+    GraphQueryTimeout,
     GraphStore,
     unique_events,
 )
@@ -59,6 +65,8 @@ DEFAULT_USER = "neo4j"
 PASSWORD_SETTINGS = "AUDITFLOW_NEO4J_PASSWORD_FILE (the file `deploy/services env` names) or AUDITFLOW_NEO4J_PASSWORD"
 WRITE_BATCH = 1_000
 FRONTIER_BATCH = 500
+#: Seconds a read transaction may run before the server aborts it (per frontier query).
+DEFAULT_TX_TIMEOUT = 10.0
 _INT64 = 2**63 - 1
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 
@@ -123,7 +131,11 @@ class Neo4jGraphStore(GraphStore):
         password_file: str | None = None,
         namespace: str = "",
         write_batch: int = WRITE_BATCH,
+        tx_timeout: float = DEFAULT_TX_TIMEOUT,
     ) -> None:
+        if not tx_timeout > 0:
+            raise ValueError(f"tx_timeout={tx_timeout!r}: expected a positive number of seconds")
+        self.tx_timeout = float(tx_timeout)
         if namespace and not _NAMESPACE.fullmatch(namespace):
             raise ValueError(f"namespace={namespace!r}: expected letters, digits and _ (max 48)")
         if write_batch < 1:
@@ -157,7 +169,7 @@ class Neo4jGraphStore(GraphStore):
         except BaseException:
             self._driver.close()
             raise
-        self._read_queries: dict[tuple[str, bool, bool, bool], str] = {}
+        self._read_queries: dict[tuple[str, bool], str] = {}
         # Accounts are MERGEd; a transaction is created only when no TX has its event id (an
         # index seek on the uniqueness constraint: MERGE on the relationship pattern would scan
         # every edge between the two accounts, quadratic on hubs). Two writers racing on the
@@ -188,7 +200,7 @@ class Neo4jGraphStore(GraphStore):
             f"Neo4j at {self.uri} refused user {self.user!r} with the password {source}: wrong user "
             f"or password (settings: AUDITFLOW_NEO4J_USER, {PASSWORD_SETTINGS}){said}")
 
-    def _run(self, query: str, read: bool = False, **params: Any) -> Any:
+    def _run(self, query: str | neo4j.Query, read: bool = False, **params: Any) -> Any:
         if self._closed:
             raise ValueError("store is closed")
         return self._driver.execute_query(
@@ -246,17 +258,18 @@ class Neo4jGraphStore(GraphStore):
         q = f"OPTIONAL MATCH (a:{self.label} {{id: $id}}) RETURN a IS NOT NULL AS found"
         return bool(self._run(q, read=True, id=node_id).records[0]["found"])
 
-    def _read_query(self, direction: str, has_start: bool, has_end: bool, has_limit: bool) -> str:
-        key = (direction, has_start, has_end, has_limit)
+    def _read_query(self, direction: str, has_limit: bool) -> str:
+        key = (direction, has_limit)
         q = self._read_queries.get(key)
         if q is None:
             arrow = {"out": "-[t:{r}]->", "in": "<-[t:{r}]-", "both": "-[t:{r}]-"}[direction]
-            conds = [c for c, on in (("t.ts >= $start", has_start), ("t.ts <= $end", has_end)) if on]
+            # one row per frontier account with its own window; the per-account limit is applied
+            # on the server, so a hub never ships more than `limit` edges
             q = (
-                "UNWIND $frontier AS fid "
-                f"MATCH (a:{self.label} {{id: fid}}){arrow.format(r=self.rel_type)}() "
-                + (f"WHERE {' AND '.join(conds)} " if conds else "")
-                + "WITH DISTINCT fid, t ORDER BY t.ts, t.event_id "
+                "UNWIND $frontier AS f "
+                f"MATCH (a:{self.label} {{id: f.id}}){arrow.format(r=self.rel_type)}() "
+                "WHERE t.ts >= f.lo AND t.ts <= f.hi "
+                "WITH DISTINCT f.id AS fid, t ORDER BY t.ts, t.event_id "
                 + (
                     "WITH fid, collect(t)[..$limit] AS ts "
                     if has_limit
@@ -267,26 +280,38 @@ class Neo4jGraphStore(GraphStore):
             self._read_queries[key] = q
         return q
 
-    def _neighbors_batch(
+    def _expand(
         self,
-        frontier: Sequence[str],
+        requests: Sequence[Expansion],
         direction: Direction,
-        start: datetime | None,
-        end: datetime | None,
         limit: int | None,
+        timeout: float | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        nodes = list(dict.fromkeys(frontier))
-        found: dict[str, list[GraphEdge]] = {n: [] for n in nodes}
-        query = self._read_query(direction, start is not None, end is not None, limit is not None)
-        params: dict[str, Any] = {}
-        if start is not None:
-            params["start"] = epoch_minutes(start)
-        if end is not None:
-            params["end"] = epoch_minutes(end)
-        if limit is not None:
-            params["limit"] = limit
-        for i in range(0, len(nodes), FRONTIER_BATCH):
-            result = self._run(query, read=True, frontier=nodes[i : i + FRONTIER_BATCH], **params)
+        rows = [
+            {
+                "id": node,
+                "lo": -_INT64 - 1 if start is None else epoch_minutes(start),
+                "hi": _INT64 if end is None else epoch_minutes(end),
+            }
+            for node, start, end in requests
+        ]
+        found: dict[str, list[GraphEdge]] = {r["id"]: [] for r in rows}
+        text = self._read_query(direction, limit is not None)
+        params: dict[str, Any] = {} if limit is None else {"limit": limit}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = self.tx_timeout
+        for i in range(0, len(rows), FRONTIER_BATCH):
+            if deadline is not None:
+                left = min(self.tx_timeout, deadline - time.monotonic())
+                if left <= 0:
+                    raise GraphQueryTimeout(f"Neo4j frontier query: no time left of {timeout} s")
+            query = neo4j.Query(text, timeout=left)  # the server aborts the transaction after it
+            try:
+                result = self._run(query, read=True, frontier=rows[i : i + FRONTIER_BATCH], **params)
+            except ClientError as e:
+                if "TransactionTimedOut" in (e.code or ""):
+                    raise GraphQueryTimeout(f"Neo4j frontier query ran past {left:.3f} s ({e.code})") from e
+                raise
             for rec in result.records:
                 found[rec["fid"]].append(_edge(rec))
         # the server sorted by (ts, event_id); re-sorting here makes the order independent of how
@@ -319,6 +344,7 @@ class Neo4jGraphStore(GraphStore):
             "database": self.database,
             "namespace": self.namespace,
             "write_batch": self.write_batch,
+            "tx_timeout": self.tx_timeout,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -330,6 +356,7 @@ class Neo4jGraphStore(GraphStore):
             password_file=state.get("password_file"),
             namespace=state["namespace"],
             write_batch=state["write_batch"],
+            tx_timeout=state.get("tx_timeout", DEFAULT_TX_TIMEOUT),
         )
 
     def __repr__(self) -> str:

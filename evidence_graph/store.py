@@ -5,9 +5,12 @@ Accounts are nodes, identified by :attr:`AccountRef.node_id` (``"010/8000EBD30"`
 its ``event_id``: parallel edges between the same accounts and self-loops are kept. A node exists
 once an edge touches it.
 
-Every read goes through :meth:`GraphStore.neighbors_batch`, which answers a whole BFS frontier at
-once. Its contract fixes what every backend returns, so the algorithms written on top of it
-(traces, graph features, typologies) give identical answers on every backend:
+Every read goes through :meth:`GraphStore.expand`, which answers a whole BFS frontier at once,
+each account with its own time window (the temporal search of :mod:`evidence_graph.follow` asks
+for the transfers after the money reached each account), or :meth:`GraphStore.neighbors_batch`,
+the same with one window for all. The contract fixes what every backend returns, so the
+algorithms written on top of it (traces, graph features, typologies) give identical answers on
+every backend:
 
 * time windows are inclusive at both ends: ``start <= edge.timestamp <= end``;
 * a node's incident edges come in **cap order**: ``(timestamp, event_id)`` ascending;
@@ -98,6 +101,14 @@ class GraphEdge:
         )
 
 
+#: One account of a frontier and its own time window (``None``: unbounded on that side).
+Expansion = tuple[str, "datetime | None", "datetime | None"]
+
+
+class GraphQueryTimeout(TimeoutError):
+    """A backend query ran past its timeout (the Neo4j transaction timeout)."""
+
+
 def check_direction(direction: str) -> None:
     if direction not in DIRECTIONS:
         raise ValueError(f"direction={direction!r}: expected one of {', '.join(DIRECTIONS)}")
@@ -151,18 +162,41 @@ class GraphStore(ABC):
         check_direction(direction)
         check_window(start, end)
         check_limit(limit)
-        return self._neighbors_batch(frontier, direction, start, end, limit)
+        return self._expand([(n, start, end) for n in dict.fromkeys(frontier)], direction, limit, None)
+
+    def expand(
+        self,
+        requests: Sequence[Expansion],
+        direction: Direction = "out",
+        limit: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        """For each ``(node, start, end)`` of ``requests`` (distinct nodes), its edges in
+        ``direction`` inside its own window, in cap order, at most ``limit`` of them; every
+        requested node is a key. ``timeout`` (seconds) bounds the query where the backend can
+        (Neo4j: the transaction timeout), else :class:`GraphQueryTimeout`."""
+        check_direction(direction)
+        check_limit(limit)
+        seen: set[str] = set()
+        for node, start, end in requests:
+            check_window(start, end)
+            if node in seen:
+                raise ValueError(f"expand: {node!r} requested twice")
+            seen.add(node)
+        if timeout is not None and not timeout > 0:
+            raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
+        return self._expand(requests, direction, limit, timeout)
 
     @abstractmethod
-    def _neighbors_batch(
+    def _expand(
         self,
-        frontier: Sequence[str],
+        requests: Sequence[Expansion],
         direction: Direction,
-        start: datetime | None,
-        end: datetime | None,
         limit: int | None,
+        timeout: float | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        """The backend's query for :meth:`neighbors_batch`, with arguments already checked."""
+        """The backend's query for :meth:`expand`, with arguments already checked."""
 
     def flush(self) -> None:  # noqa: B027 - optional hook
         """Make the writes so far durable and visible to other readers (a no-op where every

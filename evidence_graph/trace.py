@@ -1,29 +1,23 @@
-"""Multi-hop evidence traces: one breadth-first search, written once against
-:meth:`GraphStore.neighbors_batch`, so every backend gives the same trace.
+"""Multi-hop evidence traces: where the money of an account went (``direction="out"``) or where it
+came from (``"in"``), as an :class:`~auditflow.records.EvidenceTrace`.
 
-The search, hop by hop (``hop`` = 1 .. ``max_hops``):
+A trace is :func:`~evidence_graph.follow.follow_money` written down: money only flows forward in
+time along each path, each hop within ``hop_horizon`` of the one before, inside ``window``; the
+fan-out cap keeps each account's most relevant transfers per hop (largest amounts, soonest after
+the money arrived); hubs are reported, not expanded; the global budgets (accounts, transfers, wall
+time) stop it, and ``cuts`` records where and why (``truncated`` when anything was cut).
 
-* The *frontier* is the set of accounts first reached at depth ``hop - 1`` (the root at 0).
-  All of it is answered by one ``neighbors_batch`` call: per account, its edges in
-  ``direction`` inside the window (inclusive bounds).
-* **Fan-out cap.** Of each frontier account's edges only the first ``fanout_cap`` in cap order
-  (earliest ``timestamp`` first, then ``event_id``) are *kept*; dropping any sets
-  ``truncated=True``. The cap counts edges, not counterparties, and depends only on the account's
-  own edges, never on the order of the search, so it is deterministic.
-* **Nodes.** Every account is reached once, at its shortest depth. A counterparty not yet seen
-  gets ``hop_depth = hop`` and ``upstream_ids`` = every frontier account with a kept edge to it
-  (sorted).
-* **Edges.** A trace includes *every kept edge of every expanded account*: the edges that
-  discover new accounts and also the ones that lead back to accounts already seen (a cycle
-  closing on the root, an edge between two accounts at the same depth, a self-loop). Each is
-  recorded once, with ``hop`` = the depth of the account it was expanded from + 1. Accounts at
-  depth ``max_hops`` are not expanded, so their further edges are not included.
-* ``direction="in"`` follows edges backwards (who paid this account); ``"both"`` ignores
-  direction. Edges are always written ``sender -> receiver``.
+* **Nodes.** Every account reached, at the fewest hops of a time-ordered path (``hop_depth``),
+  with ``upstream_ids`` (the accounts one hop closer whose transfer reached it at that depth) and
+  ``path``: the event ids of the transfers that explain it, from the root (upstream: to the root).
+* **Edges.** Every transfer followed, also those reaching an account already seen (a cycle
+  closing on the root, an edge between two accounts at the same depth), once each, with ``hop`` =
+  the hop it was first crossed at. Accounts at depth ``max_hops`` are not expanded.
+  Edges are always written ``sender -> receiver``.
 
 Nodes are ordered by ``(hop_depth, node_id)``, edges by ``(hop, event_id)``. ``trace_id`` is
-:func:`~auditflow.records.trace_id_for` over the root, the parameters and the edge ids, so it
-does not depend on the backend. A root the graph does not hold gives a trace of the root alone.
+:func:`~auditflow.records.trace_id_for` over the root, every parameter and the edge ids, so it does
+not depend on the backend. A root the graph does not hold gives a trace of the root alone.
 
 >>> from evidence_graph.embedded import NetworkxGraphStore
 >>> t = trace_evidence(NetworkxGraphStore(), "010/A", max_hops=2)
@@ -33,13 +27,16 @@ does not depend on the backend. A root the graph does not hold gives a trace of 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from auditflow.limits import DEFAULT_FANOUT_CAP, MAX_TRACE_HOPS
-from auditflow.records import EvidenceTrace, TraceEdge, TraceNode, trace_id_for, ts_to_wire
-from evidence_graph.store import Direction, GraphStore, check_direction, check_window
+from auditflow.limits import DEFAULT_FANOUT_CAP, DEFAULT_HOP_HORIZON, DEFAULT_HUB_DEGREE, MAX_TRACE_HOPS
+from auditflow.money import Money, format_amount
+from auditflow.records import EvidenceTrace, TraceNode, trace_id_for, ts_to_wire
+from evidence_graph.follow import FLOW_DIRECTIONS, Budget, MoneyFlow, follow_money
+from evidence_graph.store import GraphStore, check_window
 
 MAX_HOPS_LIMIT = MAX_TRACE_HOPS
+_MINUTE = timedelta(minutes=1)
 
 
 def trace_params(
@@ -48,6 +45,12 @@ def trace_params(
     fanout_cap: int,
     start: datetime | None,
     end: datetime | None,
+    *,
+    hop_horizon: timedelta | None = DEFAULT_HOP_HORIZON,
+    amount_tolerance: float | None = None,
+    root_amount: Money | None = None,
+    hub_degree: int | None = DEFAULT_HUB_DEGREE,
+    budget: Budget = Budget(),
 ) -> dict[str, object]:
     """The parameters a trace id is computed over (backend-independent)."""
     return {
@@ -56,75 +59,76 @@ def trace_params(
         "fanout_cap": fanout_cap,
         "window_start": ts_to_wire(start) if start else None,
         "window_end": ts_to_wire(end) if end else None,
+        "hop_horizon_minutes": None if hop_horizon is None else int(hop_horizon / _MINUTE),
+        "amount_tolerance": None if amount_tolerance is None else str(amount_tolerance),
+        "root_amount": None if root_amount is None else f"{format_amount(root_amount)} {root_amount.currency}",
+        "hub_degree": hub_degree,
+        "max_nodes": budget.max_nodes,
+        "max_edges": budget.max_edges,
+        "max_seconds": None if budget.max_seconds is None else str(budget.max_seconds),
     }
 
 
 def trace_evidence(
     store: GraphStore,
     root: str,
-    max_hops: int = 5,
-    direction: Direction = "out",
+    max_hops: int = MAX_TRACE_HOPS,
+    direction: str = "out",
     fanout_cap: int = DEFAULT_FANOUT_CAP,
     window: tuple[datetime | None, datetime | None] | None = None,
+    *,
+    hop_horizon: timedelta | None = DEFAULT_HOP_HORIZON,
+    amount_tolerance: float | None = None,
+    root_amount: Money | None = None,
+    hub_degree: int | None = DEFAULT_HUB_DEGREE,
+    budget: Budget = Budget(),
 ) -> EvidenceTrace:
-    """Trace the accounts within ``max_hops`` of ``root`` (see the module docstring)."""
-    if (
-        isinstance(max_hops, bool)
-        or not isinstance(max_hops, int)
-        or not 1 <= max_hops <= MAX_HOPS_LIMIT
-    ):
-        raise ValueError(f"max_hops={max_hops!r}: expected an int from 1 to {MAX_HOPS_LIMIT}")
-    if isinstance(fanout_cap, bool) or not isinstance(fanout_cap, int) or fanout_cap < 1:
-        raise ValueError(f"fanout_cap={fanout_cap!r}: expected a positive int")
-    check_direction(direction)
+    """Trace the money from ``root`` (see the module docstring)."""
+    if direction not in FLOW_DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: expected one of {', '.join(FLOW_DIRECTIONS)}")
     start, end = window if window is not None else (None, None)
     check_window(start, end)
-
-    depth: dict[str, int] = {root: 0}
-    upstream: dict[str, set[str]] = {}
-    edges: dict[str, TraceEdge] = {}
-    truncated = False
-    frontier = [root]
-    for hop in range(1, max_hops + 1):
-        if not frontier:
-            break
-        # one more than the cap tells whether anything was dropped
-        batch = store.neighbors_batch(frontier, direction, start, end, limit=fanout_cap + 1)
-        reached: set[str] = set()
-        for node in frontier:
-            incident = batch.get(node, ())
-            if len(incident) > fanout_cap:
-                truncated = True
-                incident = incident[:fanout_cap]
-            for e in incident:
-                other = (
-                    e.dst if direction == "out" else e.src if direction == "in" else e.other_end(node)
-                )
-                if other not in depth:
-                    depth[other] = hop
-                    reached.add(other)
-                if depth[other] == hop:
-                    upstream.setdefault(other, set()).add(node)
-                if e.event_id not in edges:
-                    edges[e.event_id] = e.to_trace_edge(hop)
-        frontier = sorted(reached)
-
-    nodes = tuple(
-        TraceNode(n, d, tuple(sorted(upstream.get(n, ()))))
-        for n, d in sorted(depth.items(), key=lambda item: (item[1], item[0]))
+    flow = follow_money(
+        store, root, direction, max_hops=max_hops, start=start, end=end, hop_horizon=hop_horizon,
+        fanout_cap=fanout_cap, amount_tolerance=amount_tolerance, root_amount=root_amount,
+        hub_degree=hub_degree, budget=budget,
     )
-    ordered_edges = tuple(sorted(edges.values(), key=lambda e: (e.hop, e.event_id)))
-    params = trace_params(direction, max_hops, fanout_cap, start, end)
+    params = trace_params(direction, max_hops, fanout_cap, start, end, hop_horizon=hop_horizon,
+                          amount_tolerance=amount_tolerance, root_amount=root_amount,
+                          hub_degree=hub_degree, budget=budget)
+    return trace_from_flow(flow, store.backend, max_hops, fanout_cap, start, end, params)
+
+
+def trace_from_flow(
+    flow: MoneyFlow,
+    backend: str,
+    max_hops: int,
+    fanout_cap: int,
+    start: datetime | None,
+    end: datetime | None,
+    params: dict[str, object],
+) -> EvidenceTrace:
+    """The :class:`EvidenceTrace` record of a search."""
+    nodes = tuple(
+        TraceNode(r.node_id, r.hop_depth, r.upstream_ids, tuple(e.event_id for e in r.path))
+        for r in sorted(flow.nodes.values(), key=lambda r: (r.hop_depth, r.node_id))
+    )
+    edges = tuple(
+        e.to_trace_edge(hop) for e, hop in sorted(flow.edges.values(), key=lambda x: (x[1], x[0].event_id))
+    )
     return EvidenceTrace(
-        trace_id=trace_id_for(root, params, [e.event_id for e in ordered_edges]),
-        root=root,
-        direction=direction,
+        trace_id=trace_id_for(flow.root, params, [e.event_id for e in edges]),
+        root=flow.root,
+        direction=flow.direction,
         max_hops=max_hops,
         fanout_cap=fanout_cap,
         window_start=start,
         window_end=end,
         nodes=nodes,
-        edges=ordered_edges,
-        backend=store.backend,
-        truncated=truncated,
+        edges=edges,
+        backend=backend,
+        truncated=flow.truncated,
+        hubs=tuple(sorted(flow.hubs)),
+        cuts=tuple(sorted(flow.cuts, key=lambda c: (c.hop, c.node_id, c.reason))),
+        params=tuple(sorted(params.items())),
     )

@@ -21,6 +21,23 @@ from evidence_graph.graph_features import FEATURE_NEIGHBOR_CAP
 from evidence_graph.testing import acct, chain, cycle, gather_scatter, scatter_gather, tx
 
 
+def fewest_time_ordered_hops(events: list[TransactionEvent], source: str, target: str, max_hops: int) -> int:
+    """Every walk ``source -> ... -> target`` of at most ``max_hops`` transfers, each no earlier
+    than the one before, enumerated: the fewest hops, else 0."""
+    found = []
+
+    def walk(node: str, t, hops: int) -> None:
+        for e in events:
+            if e.sender.node_id == node and (t is None or e.timestamp >= t):
+                if e.receiver.node_id == target:
+                    found.append(hops + 1)
+                elif hops + 1 < max_hops:
+                    walk(e.receiver.node_id, e.timestamp, hops + 1)
+
+    walk(source, None, 0)
+    return min(found, default=0)
+
+
 def brute_force(
     events: list[TransactionEvent], event: TransactionEvent, window_minutes: int
 ) -> dict[str, float]:
@@ -41,11 +58,8 @@ def brute_force(
     if s == r:
         cyc = 1
     else:
-        try:
-            d = nx.shortest_path_length(g, r, s)
-        except nx.NetworkXNoPath:
-            d = 0
-        cyc = d + 1 if 0 < d <= 5 else 0
+        d = fewest_time_ordered_hops(list(seen.values()), r, s, 5)
+        cyc = d + 1 if d else 0
     sg = max(
         (
             len({m for m in nodes if m not in (x, r) and (x, m) in arcs and (m, r) in arcs})

@@ -1,0 +1,319 @@
+"""Following the money: the one temporal breadth-first search every evidence algorithm runs.
+
+:func:`follow_money` searches the graph from a root account, hop by hop, **downstream**
+(``direction="out"``: where the money went) or **upstream** (``"in"``: where it came from). Traces
+(:mod:`evidence_graph.trace`), typologies (:mod:`evidence_graph.typologies`) and the cycle graph
+feature (:mod:`evidence_graph.graph_features`) all call it; it reads the graph only through
+:meth:`GraphStore.expand`, one query per hop for the whole frontier, so every backend gives the
+same answer.
+
+Money only flows forward in time
+    Every account carries a time: downstream, when money first reached it (the root: ``start``);
+    upstream, when it last sent money on towards the root (the root: ``end``). An account is
+    expanded over the transfers **not earlier** than its time and at most ``hop_horizon`` later
+    (upstream: not later, at most ``hop_horizon`` earlier), inside ``[start, end]``. So along every
+    path the transfers are in time order (times have minute resolution: the same minute counts
+    as in order), each within the horizon of the one before. An account reached again at a later
+    hop with an *earlier* arrival (upstream: a later departure) is expanded again with that time
+    (a longer path may carry money that a shorter, later one cannot), so depths are the fewest
+    hops of a time-ordered path; an account is never expanded twice for the same time, so no path
+    repeats an account and the search ends after ``max_hops`` (at most 5) hops.
+
+Amount consistency (``amount_tolerance``, off when ``None``)
+    What an account passes on cannot exceed what reached it: its transfers are taken in time order
+    (upstream: latest first) while their running total stays within what arrived at that hop
+    (upstream: what it sent towards the root) times ``1 + amount_tolerance``, compared in US cents
+    (:func:`auditflow.money.usd_cents`); a transfer that does not fit is dropped (cut ``amount``).
+    The root is limited only by ``root_amount`` when given.
+
+Fan-out cap: the most relevant transfers
+    Of an account's candidate transfers at most ``fanout_cap`` are followed: the most relevant,
+    ``usd_cents / (1 + hours between the account's time and the transfer)``; ties go to the
+    closer transfer, then the smaller event id (cut ``fan-out cap``). Without a time (a root
+    without a window) the first candidate is the reference.
+
+Hubs, budgets and cuts
+    An account with more than ``hub_degree`` candidate transfers in its window is a **hub**: it is
+    reported (it is reached, and listed in ``hubs``) but not expanded (cut ``hub``) -- the root is
+    still expanded, over its ``hub_degree`` earliest candidates. Global budgets bound the whole
+    search: ``max_nodes`` accounts, ``max_edges`` transfers, ``max_seconds`` of wall time (the
+    remaining time is the backend's query timeout). Reaching one stops the search there (cuts
+    ``node budget``, ``edge budget``, ``time budget``). Every cut names its hop, account and what
+    it dropped; the result is deterministic except for the time budget.
+
+Self-transfers move no money between accounts and are never followed.
+
+>>> from evidence_graph.embedded import NetworkxGraphStore
+>>> from evidence_graph.testing import chain, tx
+>>> store = NetworkxGraphStore()
+>>> _ = store.add_transactions([*chain("ABC"), tx("early", "B", "D", -5)])
+>>> flow = follow_money(store, "001/A")
+>>> [(n.node_id, n.hop_depth, [e.event_id for e in n.path]) for n in flow.nodes.values()]
+[('001/A', 0, []), ('001/B', 1, ['ch0']), ('001/C', 2, ['ch0', 'ch1'])]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from auditflow.limits import (
+    DEFAULT_FANOUT_CAP,
+    DEFAULT_HUB_DEGREE,
+    DEFAULT_TRACE_MAX_EDGES,
+    DEFAULT_TRACE_MAX_NODES,
+    DEFAULT_TRACE_MAX_SECONDS,
+    MAX_TRACE_HOPS,
+)
+from auditflow.money import Money, usd_cents
+from auditflow.records import TraceCut
+from evidence_graph.store import Expansion, GraphEdge, GraphQueryTimeout, GraphStore, check_window
+
+__all__ = ["Budget", "MoneyFlow", "Reached", "follow_money"]
+
+FLOW_DIRECTIONS = ("out", "in")
+_UNSEEN = object()
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}: expected a positive int")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Global bounds of one search (see the module docstring); ``max_seconds=None``: no clock."""
+
+    max_nodes: int = DEFAULT_TRACE_MAX_NODES
+    max_edges: int = DEFAULT_TRACE_MAX_EDGES
+    max_seconds: float | None = DEFAULT_TRACE_MAX_SECONDS
+
+    def __post_init__(self) -> None:
+        _positive_int("max_nodes", self.max_nodes)
+        _positive_int("max_edges", self.max_edges)
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds={self.max_seconds!r}: expected a positive number or None")
+
+
+UNBOUNDED = Budget(max_nodes=10**12, max_edges=10**12, max_seconds=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """An account the money reached: first at ``hop_depth`` hops, from ``upstream_ids`` (the
+    accounts one hop closer that reached it then), explained by ``path`` (the time-ordered
+    transfers from the root; upstream: from it to the root); ``at`` is its time on that path."""
+
+    node_id: str
+    hop_depth: int
+    upstream_ids: tuple[str, ...]
+    path: tuple[GraphEdge, ...]
+    at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class MoneyFlow:
+    """What :func:`follow_money` found: ``nodes`` in discovery order (the root first), ``edges``
+    (event id -> (edge, the hop it was first crossed at)), ``hubs`` and ``cuts``."""
+
+    root: str
+    direction: str
+    nodes: dict[str, Reached]
+    edges: dict[str, tuple[GraphEdge, int]]
+    hubs: tuple[str, ...] = ()
+    cuts: tuple[TraceCut, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.cuts)
+
+
+@dataclass(slots=True)
+class _Visit:
+    """One account to expand at the next hop, with the time and amount that reached it."""
+
+    node: str
+    at: datetime | None
+    path: tuple[GraphEdge, ...]
+    arrived: int | None  # US cents that reached it at this hop (None: no amount limit)
+
+
+def _relevance(e: GraphEdge, ref: datetime, downstream: bool) -> tuple[float, int, str]:
+    """Sort key, most relevant first: amount discounted by the hours after (before) ``ref``."""
+    minutes = (e.timestamp - ref) / timedelta(minutes=1)
+    minutes = minutes if downstream else -minutes
+    return (-usd_cents(e.amount_paid) / (1.0 + minutes / 60.0), int(minutes), e.event_id)
+
+
+def follow_money(
+    store: GraphStore,
+    root: str,
+    direction: str = "out",
+    *,
+    max_hops: int = MAX_TRACE_HOPS,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    hop_horizon: timedelta | None = None,
+    fanout_cap: int = DEFAULT_FANOUT_CAP,
+    amount_tolerance: float | None = None,
+    root_amount: Money | None = None,
+    hub_degree: int | None = DEFAULT_HUB_DEGREE,
+    budget: Budget = Budget(),
+    stop_at: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> MoneyFlow:
+    """Follow the money from ``root`` (see the module docstring). ``stop_at``: stop after the hop
+    that first reaches this account (a shortest-path question)."""
+    if direction not in FLOW_DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: expected out (downstream) or in (upstream)")
+    if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 1 <= max_hops <= MAX_TRACE_HOPS:
+        raise ValueError(f"max_hops={max_hops!r}: expected an int from 1 to {MAX_TRACE_HOPS}")
+    _positive_int("fanout_cap", fanout_cap)
+    if hub_degree is not None:
+        _positive_int("hub_degree", hub_degree)
+    if hop_horizon is not None and hop_horizon < timedelta(0):
+        raise ValueError(f"hop_horizon={hop_horizon!r}: expected a non-negative duration or None")
+    if amount_tolerance is not None and not amount_tolerance >= 0:
+        raise ValueError(f"amount_tolerance={amount_tolerance!r}: expected >= 0 or None")
+    check_window(start, end)
+
+    downstream = direction == "out"
+    deadline = None if budget.max_seconds is None else clock() + budget.max_seconds
+    root_time = start if downstream else end
+    best: dict[str, datetime | None] = {root: root_time}  # None: the root, unbounded
+    nodes: dict[str, Reached] = {root: Reached(root, 0, (), (), root_time)}
+    edges: dict[str, tuple[GraphEdge, int]] = {}
+    hubs: dict[str, None] = {}
+    cuts: list[TraceCut] = []
+    limit = None if hub_degree is None else hub_degree + 1
+    frontier = [_Visit(root, root_time, (), None if root_amount is None else usd_cents(root_amount))]
+    stopped = False
+
+    for hop in range(1, max_hops + 1):
+        if not frontier or stopped:
+            break
+        requests: list[Expansion] = []
+        for v in frontier:
+            lo, hi = _window(v.at, start, end, hop_horizon, downstream)
+            requests.append((v.node, lo, hi))
+        remaining = None if deadline is None else deadline - clock()
+        try:
+            batch = store.expand(requests, direction, limit, timeout=remaining)
+        except GraphQueryTimeout:
+            cuts.append(TraceCut(hop, "", "time budget", len(frontier)))
+            break
+        reached: dict[str, _Visit] = {}  # accounts to expand at the next hop, discovery order
+        new_dropped = 0
+        for v in frontier:
+            cand = [e for e in batch.get(v.node, ()) if e.src != e.dst]
+            if hub_degree is not None and len(batch.get(v.node, ())) > hub_degree:
+                hubs.setdefault(v.node)
+                if v.node != root:
+                    cuts.append(TraceCut(hop, v.node, "hub", len(batch[v.node])))
+                    continue
+                cuts.append(TraceCut(hop, v.node, "hub", len(batch[v.node])))
+                cand = cand[:hub_degree]
+            if v.arrived is not None and amount_tolerance is not None:
+                cand, dropped = _fund(cand, v.arrived, amount_tolerance, downstream)
+                if dropped:
+                    cuts.append(TraceCut(hop, v.node, "amount", dropped))
+            if not cand:
+                continue
+            ref = v.at if v.at is not None else (cand[0].timestamp if downstream else cand[-1].timestamp)
+            cand.sort(key=lambda e: _relevance(e, ref, downstream))
+            if len(cand) > fanout_cap:
+                cuts.append(TraceCut(hop, v.node, "fan-out cap", len(cand) - fanout_cap))
+                cand = cand[:fanout_cap]
+            for i, e in enumerate(cand):
+                w = e.dst if downstream else e.src
+                if e.event_id not in edges and len(edges) >= budget.max_edges:
+                    cuts.append(TraceCut(hop, v.node, "edge budget", len(cand) - i))
+                    stopped = True
+                    break
+                t = e.timestamp
+                if w not in nodes:
+                    if len(nodes) >= budget.max_nodes:
+                        new_dropped += 1
+                        continue
+                    nodes[w] = Reached(w, hop, (v.node,), _extend(v.path, e, downstream), t)
+                elif nodes[w].hop_depth == hop:
+                    nodes[w] = _add_upstream(nodes[w], v.node)
+                edges.setdefault(e.event_id, (e, hop))
+                prev = best.get(w, _UNSEEN)
+                if prev is not _UNSEEN and (prev is None or (t >= prev if downstream else t <= prev)):
+                    continue  # no earlier (upstream: later) than before: nothing new to follow
+                amount = usd_cents(e.amount_received if downstream else e.amount_paid)
+                nxt = reached.get(w)
+                if nxt is None or (t < nxt.at if downstream else t > nxt.at):  # type: ignore[operator]
+                    reached[w] = _Visit(w, t, _extend(v.path, e, downstream), amount)
+                elif t == nxt.at and nxt.arrived is not None:
+                    nxt.arrived += amount  # more money at the same time: more to pass on
+            if stopped:
+                break
+        if new_dropped:
+            cuts.append(TraceCut(hop, "", "node budget", new_dropped))
+        for w, visit in reached.items():
+            best[w] = visit.at
+            r = nodes[w]
+            if r.hop_depth == hop:  # first reached now: explained by its earliest (latest) path
+                nodes[w] = Reached(w, hop, r.upstream_ids, visit.path, visit.at)
+        frontier = list(reached.values())
+        if stop_at is not None and stop_at in nodes:
+            break
+        if deadline is not None and clock() > deadline and hop < max_hops and frontier:
+            cuts.append(TraceCut(hop + 1, "", "time budget", len(frontier)))
+            break
+
+    return MoneyFlow(root, direction, nodes, edges, tuple(hubs), tuple(cuts))
+
+
+def _extend(path: tuple[GraphEdge, ...], e: GraphEdge, downstream: bool) -> tuple[GraphEdge, ...]:
+    """The path one transfer longer, kept in time order (upstream: the new one goes first)."""
+    return path + (e,) if downstream else (e,) + path
+
+
+def _add_upstream(r: Reached, node: str) -> Reached:
+    if node in r.upstream_ids:
+        return r
+    return Reached(r.node_id, r.hop_depth, tuple(sorted((*r.upstream_ids, node))), r.path, r.at)
+
+
+def _window(
+    at: datetime | None,
+    start: datetime | None,
+    end: datetime | None,
+    horizon: timedelta | None,
+    downstream: bool,
+) -> tuple[datetime | None, datetime | None]:
+    """The time window an account reached at ``at`` is expanded over (inside [start, end])."""
+    if downstream:
+        lo = at if at is not None else start
+        hi = end if at is None or horizon is None else at + horizon
+        if end is not None and hi is not None and hi > end:
+            hi = end
+    else:
+        hi = at if at is not None else end
+        lo = start if at is None or horizon is None else at - horizon
+        if start is not None and lo is not None and lo < start:
+            lo = start
+    return lo, hi
+
+
+def _fund(
+    cand: Sequence[GraphEdge], arrived: int, tolerance: float, downstream: bool
+) -> tuple[list[GraphEdge], int]:
+    """The transfers the money that arrived can pay for, taken in time order (upstream: latest
+    first): each is kept if the running total stays within ``arrived * (1 + tolerance)``."""
+    allowed = arrived * (1.0 + tolerance)
+    order = cand if downstream else list(reversed(cand))
+    kept, total = [], 0
+    for e in order:
+        amount = usd_cents(e.amount_paid if downstream else e.amount_received)
+        if total + amount <= allowed:
+            kept.append(e)
+            total += amount
+    if not downstream:
+        kept.reverse()
+    return kept, len(cand) - len(kept)
