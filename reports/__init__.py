@@ -13,6 +13,8 @@ This package owns what an auditor receives from a run:
 * :class:`AuditLog`: every report is a leaf of an RFC 6962 Merkle tree (:mod:`reports.merkle`:
   inclusion and consistency proofs), appends locked across processes, a signed
   :class:`TreeHead` per run.
+* :mod:`reports.period_report` and :mod:`reports.schedule`: compliance summaries of a period
+  (daily, weekly from cron expressions, or any range), published into the same store.
 * :func:`verify_reports` (:mod:`reports.verify`) checks a whole folder and names every failure.
 * :func:`render_run_summary` turns run counters into a :mod:`rich` table for the terminal.
 

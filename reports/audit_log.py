@@ -70,6 +70,9 @@ def parse_line(raw: bytes, expected_index: int) -> tuple[LogEntry | None, str | 
         return None, "not valid JSON"
     if not isinstance(d, dict) or set(d) != _FIELDS:
         got = sorted(d) if isinstance(d, dict) else type(d).__name__
+        if isinstance(d, dict) and {"seq", "prev_hash", "entry_hash"} <= set(d):
+            return None, ("a hash-chained log of an earlier auditflow (before the Merkle log): keep it as it is "
+                          "and write new reports into a new folder")
         return None, f"expected fields {sorted(_FIELDS)}, got {got}"
     if not isinstance(d["kind"], str) or not isinstance(d["payload"], dict):
         return None, "kind must be a string and payload an object"

@@ -173,3 +173,10 @@ def test_keyring_must_trust_the_head(log_path):
     head = AuditLog(log_path).tree_head(SIGNER)
     assert any("not among the trusted keys" in p
                for p in verify_audit_log(log_path, tree_head=head, keyring=Keyring()))
+
+
+def test_a_log_of_the_earlier_hash_chain_format_is_named_as_such(tmp_path):
+    path = tmp_path / "audit_log.jsonl"
+    path.write_text('{"entry_hash":"' + "a" * 64 + '","kind":"run","payload":{},"prev_hash":"' + "0" * 64 + '","seq":0}\n')
+    with pytest.raises(AuditLogDamaged, match="earlier auditflow"):
+        AuditLog(path)

@@ -130,3 +130,43 @@ def test_the_stem_must_be_the_subjects(tmp_path):
     with pytest.raises(ValueError, match="is not the stem"):
         ReportStore(tmp_path, SIGNER).publish(stem, contents, replace(unsigned, alert_id="alert-other"))
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".pdf")]
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from reports.testing import make_reports_folder
+make_reports_folder(Path(sys.argv[1]), 400)
+"""
+
+
+@pytest.mark.parametrize("kill_after_reports", [2, 7, 15])
+def test_a_writer_killed_mid_run_leaves_a_folder_the_next_run_repairs(tmp_path, kill_after_reports):
+    """SIGKILL a process writing reports once it has logged some (wherever it is then: rendering,
+    writing files, between manifest and log line); the next writer repairs, and the folder
+    verifies with every logged report intact and nothing unlogged left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "reports"
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(folder)],
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    log = folder / LOG_NAME
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < kill_after_reports):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert log.read_bytes().count(b"\n") >= kill_after_reports
+    store = ReportStore(folder, SIGNER)
+    repair = store.repair()
+    store.finish()
+    from reports.verify import verify_reports
+
+    res = verify_reports(folder, KEYRING)
+    assert res.ok, (repair, res.findings)
+    logged = {e.payload["manifest"][0] for e in store.log.entries() if e.kind == "report"}
+    assert logged == {p.name for p in folder.glob("*.manifest.json")}
+    assert ReportStore(folder, SIGNER).repair().nothing
