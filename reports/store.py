@@ -29,7 +29,7 @@ from typing import Any
 from auditflow.records import ReportManifest
 from reports.audit_log import AuditLog, TreeHead
 from reports.manifest import manifest_bytes, read_manifest, sha256_hex, sign_manifest
-from reports.names import base_stem, period_file_stem, report_file_stem, versioned_stem
+from reports.names import period_file_stem, report_file_stem, versioned_stem
 from reports.signing import Keyring, Signer, SigningKeyError
 
 LOG_NAME = "audit_log.jsonl"
@@ -110,13 +110,13 @@ class ReportStore:
         return names
 
     def _versions(self, stem: str) -> list[tuple[int, Path]]:
-        found = []
-        for p in self.directory.glob(f"{stem}*{MANIFEST_SUFFIX}"):
-            s = p.name[: -len(MANIFEST_SUFFIX)]
-            base, version = base_stem(s)
-            if base == stem and versioned_stem(stem, version) == s:
-                found.append((version, p))
-        return sorted(found)
+        """The report's versions there, 1, 2, ... up to the first missing one (a stat per version,
+        never a listing of a folder that may hold every report ever written)."""
+        found, version = [], 1
+        while (path := self.directory / f"{versioned_stem(stem, version)}{MANIFEST_SUFFIX}").exists():
+            found.append((version, path))
+            version += 1
+        return found
 
     # -- writing
 
