@@ -586,6 +586,49 @@ def tree_head_(
                       soft_wrap=True, highlight=False)
 
 
+reference_app = typer.Typer(no_args_is_help=True, help="Drift references: frozen profiles of the scoring inputs and score.")
+app.add_typer(reference_app, name="reference")
+
+
+def _when(text: str, option: str) -> datetime:
+    for fmt in ("%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise _fail(f"{option} {text!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM", code=2)
+
+
+@reference_app.command("build")
+def reference_build(
+    data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="transactions CSV")],
+    from_: Annotated[str, typer.Option("--from", help="first event time, YYYY-MM-DD[THH:MM] (UTC)")],
+    to: Annotated[str, typer.Option(help="end, exclusive, YYYY-MM-DD[THH:MM] (UTC)")],
+    model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/drift]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Freeze the drift reference of the events between --from and --to: bins from their quantiles,
+    segments, counts; named by its content hash (the reference id every drift record carries)."""
+    settings = _settings()
+    model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
+    try:
+        res = flow.build_reference(data, model_dir, settings, _when(from_, "--from"), _when(to, "--to"), out_dir=out)
+    except ValueError as e:
+        raise _fail(str(e), code=2) from None
+    if as_json:
+        typer.echo(json.dumps({"path": str(res.path), "reference_id": res.reference_id, "model_version": res.model_version,
+                               "events": res.events, "features": list(res.features), "segments": res.segments},
+                              indent=2, sort_keys=True))
+        return
+    console.print(f"reference [bold]{res.reference_id}[/] ({res.events:,} events, {len(res.features)} inputs incl. "
+                  f"the score, model {res.model_version[:12]}) -> {res.path}", soft_wrap=True, highlight=False)
+    table = Table("segment dimension", "kept values", title="segments (the rest: __other__)", title_justify="left")
+    for dim, values in res.segments.items():
+        table.add_row(dim, ", ".join(values))
+    console.print(table)
+
+
 def main() -> None:
     """The ``auditflow`` command: the app, a configuration error as one line and exit 2, not a traceback."""
     from auditflow.errors import ConfigError

@@ -857,3 +857,61 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
                             laundering_ids=live.laundering_ids, kafka=kafka, cluster=cluster, started=t0,
                             progress=progress, development_key=True)  # the demo may sign with the dev key
     return DemoResult(settings, history, live, training, run)
+
+
+# ---------------------------------------------------------------------------- drift reference
+
+DRIFT_DIRNAME = "drift"
+
+
+@dataclass
+class ReferenceResult:
+    """A frozen drift reference: where it was written and what it holds."""
+
+    path: Path
+    reference_id: str
+    model_version: str
+    events: int  # scored events inside [start, end)
+    features: tuple[str, ...]
+    segments: dict[str, list[str]]
+
+
+def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Settings, start: datetime, end: datetime,
+                    *, out_dir: str | Path | None = None) -> ReferenceResult:
+    """``auditflow reference build``: the drift reference of the scoring inputs and the score over
+    the events of ``csv_path`` with ``start <= time < end`` (their features computed with the
+    whole file before them, as the stream job would, and scored by the model's fast path),
+    written as canonical JSON to ``out_dir`` (default ``OUT_DIR/drift``) named by its id."""
+    import numpy as np
+
+    from auditflow.canonical import canonical_json
+    from auditflow.features import FEATURE_NAMES
+    from auditflow.records import epoch_millis
+    from model_service.fast_path import batch_scorer
+    from pipelines.drift import SCORE, Row, build_profile
+    from pipelines.features import iter_features
+
+    if not start < end:
+        raise ValueError(f"reference window {start}..{end}: FROM must be before TO")
+    events, _ = read_events(csv_path, settings)
+    picked = [(ev, f) for ev, f in iter_features(events) if start <= ev.timestamp < end]
+    if not picked:
+        raise ValueError(f"no events of {csv_path} between {start} and {end}")
+    predict, _, digest, names = batch_scorer(str(Path(model_dir).resolve()))[:4]
+    X = np.array([[f[n] for n in names] for _, f in picked], dtype=np.float64)
+    scores = np.asarray(predict(X), dtype=np.float64)
+    rows = [Row(epoch_millis(ev.timestamp),
+                {"payment_format": ev.payment_format, "currency": ev.amount_paid.currency, "bank": ev.sender.bank},
+                {**{n: float(f[n]) for n in FEATURE_NAMES}, SCORE: float(s)})
+            for (ev, f), s in zip(picked, scores)]
+    profile = build_profile(rows, (*FEATURE_NAMES, SCORE), model_version=digest,
+                            source={"file": Path(csv_path).name, "sha256": sha256_file(csv_path),
+                                    "from": start.isoformat(), "to": end.isoformat()})
+    out = Path(out_dir) if out_dir is not None else settings.out_dir / DRIFT_DIRNAME
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{profile.reference_id}.json"
+    body = canonical_json(profile.body())
+    if path.exists() and path.read_bytes() != body:  # content-addressed: same name, same bytes
+        raise RuntimeError(f"{path} exists with other content")
+    path.write_bytes(body)
+    return ReferenceResult(path, profile.reference_id, digest, len(rows), profile.features, profile.segments)
