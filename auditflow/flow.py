@@ -403,6 +403,7 @@ class CaseResult:
     report_error: str | None = None  # why its report could not be written (reports.ReportFailure)
     trace_id: str = ""
     typologies: list[str] = field(default_factory=list)
+    deep_ms: float | None = None  # wall time of its deep path: its share of the batch SHAP, then trace to report
 
 
 def run_deep_path(
@@ -431,13 +432,16 @@ def run_deep_path(
     cases: list[CaseResult] = []
     with open_graph(settings) as store:
         window = settings.window_minutes
+        t_explain = time.perf_counter()
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev, window))
+        share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         todo = explained if max_reports is None else explained[:max_reports]
         for i, (alert, codes) in enumerate(explained):
             case = CaseResult(alert, codes)
             cases.append(case)
             if i >= len(todo):
                 continue
+            t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
@@ -447,6 +451,7 @@ def run_deep_path(
                 case.report_pdf = reports_dir / outcome.files[0][0]
             case.trace_id = trace.trace_id
             case.typologies = [m.typology for m in matches]
+            case.deep_ms = round(share_ms + (time.perf_counter() - t_case) * 1000.0, 3)
             if progress:
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
@@ -546,7 +551,8 @@ def load_period_alerts(settings: Settings) -> list:
             alert = Alert.from_dict({k: d[k] for k in ("schema", "alert_id", "event", "score", "threshold",
                                                         "model_digest", "features")})
             report = Path(d["report"]).name if d.get("report") else None
-            out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error")))
+            out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"),
+                                   d.get("deep_ms")))
     return out
 
 
@@ -788,7 +794,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
          "input_sha256": input_sha256,
          "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
-         "report_error": c.report_error} for c in cases))
+         "report_error": c.report_error, "deep_ms": c.deep_ms} for c in cases))
     result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result

@@ -338,3 +338,7 @@ def test_run_counts_balance_on_a_memory_graph(model_dir, tmp_path, monkeypatch):
     assert (summary["events_in"], summary["processed"], summary["rejected"]) == (len(rows), good, 1)
     assert "count check failed" not in out
     assert f"{summary['events_in']} in = {summary['processed']} processed + 1 rejected" in out
+    # the deep path's time is recorded for the alert that went through it (--max-reports 1), not the rest
+    alerts = [json.loads(x) for x in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()]
+    timed = [a for a in alerts if a["deep_ms"] is not None]
+    assert len(timed) == 1 and timed[0]["report"] and timed[0]["deep_ms"] > 0

@@ -101,3 +101,19 @@ def test_an_empty_period_is_a_report_too():
     text = text_of(dict(files)[".pdf"])
     assert "No alerts in this period." in text and "None: every alert of the period has its report." in text
     assert dict(manifest.extra)["alerts"] == "0"
+
+
+def test_the_deep_path_latency_the_run_recorded_is_summarised_per_period():
+    import dataclasses
+
+    import numpy as np
+
+    recorded = [12.5, 40.0, 7.25, 110.0, 33.0, 18.0, 64.5]
+    timed = [dataclasses.replace(a, deep_ms=recorded[i % len(recorded)]) for i, a in enumerate(alerts())]
+    in_day = [a.deep_ms for a in timed if DAY.start <= a.alert.event.timestamp < DAY.end]
+    p50, p95 = np.percentile(in_day, [50, 95])  # numpy's linear percentiles, the report's definition
+    _, files, _ = prepare_period_report(DAY, timed, code_version="v", seed=7)
+    text = text_of(dict(files)[".pdf"])
+    assert f"deep path {len(in_day)} {p50:.1f} {p95:.1f}" in text
+    again = prepare_period_report(DAY, list(reversed(timed)), code_version="v", seed=7)
+    assert dict(again[1]) == dict(files)  # recorded figures: the same bytes again
