@@ -82,31 +82,17 @@ STYLES = {
                               leading=9.5, spaceAfter=2, keepWithNext=1),
 }
 
-_GRID = TableStyle(
-    [
-        ("GRID", (0, 0), (-1, -1), 0.4, colors.HexColor("#999999")),
-        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e5e8e8")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-        ("FONTNAME", (0, 0), (-1, -1), SANS),  # the cell default is Helvetica: not embedded
-        ("LEFTPADDING", (0, 0), (-1, -1), 3),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
-        ("TOPPADDING", (0, 0), (-1, -1), 2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-    ]
-)
-
-_KEY_VALUE = TableStyle(
-    [
-        ("GRID", (0, 0), (-1, -1), 0.4, colors.HexColor("#999999")),
-        ("BACKGROUND", (0, 0), (0, -1), colors.HexColor("#f2f3f4")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-        ("FONTNAME", (0, 0), (-1, -1), SANS),  # the cell default is Helvetica: not embedded
-        ("LEFTPADDING", (0, 0), (-1, -1), 3),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
-        ("TOPPADDING", (0, 0), (-1, -1), 2),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
-    ]
-)
+_CELLS = [  # what every table here shares
+    ("GRID", (0, 0), (-1, -1), 0.4, colors.HexColor("#999999")),
+    ("VALIGN", (0, 0), (-1, -1), "TOP"),
+    ("FONTNAME", (0, 0), (-1, -1), SANS),  # the cell default is Helvetica: not embedded
+    ("LEFTPADDING", (0, 0), (-1, -1), 3),
+    ("RIGHTPADDING", (0, 0), (-1, -1), 3),
+    ("TOPPADDING", (0, 0), (-1, -1), 2),
+    ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
+]
+_GRID = TableStyle([*_CELLS, ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e5e8e8"))])  # header row
+_KEY_VALUE = TableStyle([*_CELLS, ("BACKGROUND", (0, 0), (0, -1), colors.HexColor("#f2f3f4"))])  # key column
 
 
 def _p(text: str, style: str = "cell") -> Paragraph:

@@ -63,15 +63,20 @@ def manifest_bytes(manifest: ReportManifest) -> bytes:
     return (manifest.to_json() + "\n").encode("utf-8")
 
 
-def write_manifest(manifest: ReportManifest, path: Path) -> bytes:
-    """Write the manifest durably (temp file, fsync, rename) and return its bytes."""
-    data = manifest_bytes(manifest)
+def write_durable(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` durably: a temp file beside it, fsync, rename over it."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(path)
+
+
+def write_manifest(manifest: ReportManifest, path: Path) -> bytes:
+    """Write the manifest durably (:func:`write_durable`) and return its bytes."""
+    data = manifest_bytes(manifest)
+    write_durable(path, data)
     return data
 
 

@@ -21,14 +21,13 @@ and adds the signer's public key to ``public_keys.json`` (published for verifier
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from auditflow.records import ReportManifest
 from reports.audit_log import AuditLog, TreeHead
-from reports.manifest import manifest_bytes, read_manifest, sha256_hex, sign_manifest
+from reports.manifest import manifest_bytes, read_manifest, sha256_hex, sign_manifest, write_durable
 from reports.names import period_file_stem, report_file_stem, versioned_stem
 from reports.signing import Keyring, Signer, SigningKeyError
 
@@ -54,15 +53,6 @@ def entry_payload(manifest: ReportManifest, manifest_name: str, manifest_digest:
     return {"subject_id": manifest.alert_id, "report_kind": manifest.kind, "report_id": manifest.report_id,
             "manifest": [manifest_name, manifest_digest], "files": [list(f) for f in manifest.files],
             "key_id": manifest.key_id}
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 @dataclass(frozen=True)
@@ -138,10 +128,10 @@ class ReportStore:
             files = tuple((f"{vstem}{suffix}", d) for (suffix, _), d in zip(contents, digests))
             manifest = sign_manifest(replace(unsigned, files=files, log_index=self.log.size), self.signer)
             for (name, _), (_, data) in zip(files, contents):
-                _write_durable(self.directory / name, data)
+                write_durable(self.directory / name, data)
             name = f"{vstem}{MANIFEST_SUFFIX}"
             data = manifest_bytes(manifest)
-            _write_durable(self.directory / name, data)
+            write_durable(self.directory / name, data)
             self.log.append("period_report" if manifest.kind == "period" else "report",
                             entry_payload(manifest, name, sha256_hex(data)))
             return Published(manifest, "written" if version == 1 else "new version", vstem)
