@@ -74,10 +74,11 @@ def test_alerts_exist_for_planted_patterns(demo_out: Path) -> None:
     assert summary["laundering_alerted"] == sum(1 for e in alerted if e.is_laundering)
 
 
-def test_graph_holds_every_event_and_trace_depths_match_shortest_paths(demo_out: Path) -> None:
+def test_graph_holds_every_event_and_trace_depths_match_time_ordered_paths(demo_out: Path) -> None:
     events = _live_events(demo_out)
     cycle = next(a for a in read_patterns(demo_out / "data" / "live_Patterns.txt") if a.typology == "CYCLE")
     by_key = {row_key(r): r for r in cycle.rows}
+    from evidence_graph.follow import Budget
     from ingest.amlworld import format_row
 
     cyc_events = sorted((e for e in events if row_key(format_row(e)) in by_key), key=lambda e: e.timestamp)
@@ -85,12 +86,29 @@ def test_graph_holds_every_event_and_trace_depths_match_shortest_paths(demo_out:
     start, end = cyc_events[0].timestamp, cyc_events[-1].timestamp
     with open_store(f"embedded:{demo_out / 'graph.jsonl'}") as store:
         assert store.edge_count() == len(events)
-        trace = trace_evidence(store, root, max_hops=5, direction="out", fanout_cap=10_000, window=(start, end))
-    # Independent: shortest paths over the same window, computed from the CSV with networkx.
-    g = nx.DiGraph()
-    g.add_edges_from((e.sender.node_id, e.receiver.node_id) for e in events if start <= e.timestamp <= end)
-    expected = {n: d for n, d in nx.single_source_shortest_path_length(g, root, cutoff=5).items()}
+        trace = trace_evidence(store, root, max_hops=5, direction="out", fanout_cap=10_000, window=(start, end),
+                               hop_horizon=None, hub_degree=None,
+                               budget=Budget(max_nodes=10**6, max_edges=10**7, max_seconds=None))
+    # Independent: the fewest hops of a time-ordered path (each transfer not earlier than the one
+    # that brought money to its payer) inside the window, from the CSV, by dynamic programming
+    # over hop counts: the earliest time money can be at each account after k hops.
+    inside = [e for e in events if start <= e.timestamp <= end and e.sender != e.receiver]
+    arrival = {root: start}
+    expected = {root: 0}
+    for hop in range(1, 6):
+        nxt = dict(arrival)
+        for e in inside:
+            a = arrival.get(e.sender.node_id)
+            if a is not None and e.timestamp >= a:
+                v = e.receiver.node_id
+                if v not in nxt or e.timestamp < nxt[v]:
+                    nxt[v] = e.timestamp
+                expected.setdefault(v, hop)
+        arrival = nxt
     assert trace.depths() == expected
+    # a sanity check of the oracle: what money reaches in time order is reachable ignoring time
+    g = nx.DiGraph((e.sender.node_id, e.receiver.node_id) for e in inside)
+    assert set(nx.single_source_shortest_path_length(g, root, cutoff=5)) >= set(expected)
     members = [e.receiver.node_id for e in cyc_events]
     assert all(m in trace.depths() for m in members)
     assert any(e.dst == root for e in trace.edges), "the edge closing the cycle is in the trace"
