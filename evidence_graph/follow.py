@@ -15,16 +15,20 @@ Money only flows forward in time
     path the transfers are in time order (times have minute resolution: the same minute counts
     as in order), each within the horizon of the one before. An account reached again at a later
     hop with an *earlier* arrival (upstream: a later departure) is expanded again with that time
-    (a longer path may carry money that a shorter, later one cannot), so depths are the fewest
-    hops of a time-ordered path; an account is never expanded twice for the same time, so no path
-    repeats an account and the search ends after ``max_hops`` (at most 5) hops.
+    (a longer path may carry money that a shorter, later one cannot), so without a horizon and
+    caps depths are exactly the fewest hops of a time-ordered path (with a horizon, an account's
+    window starts at its earliest arrival); an account is expanded again only for a strictly
+    earlier time, so no path repeats an account, and the search ends after ``max_hops`` (at most
+    5) hops.
 
 Amount consistency (``amount_tolerance``, off when ``None``)
     What an account passes on cannot exceed what reached it: its transfers are taken in time order
     (upstream: latest first) while their running total stays within what arrived at that hop
     (upstream: what it sent towards the root) times ``1 + amount_tolerance``, compared in US cents
     (:func:`auditflow.money.usd_cents`); a transfer that does not fit is dropped (cut ``amount``).
-    The root is limited only by ``root_amount`` when given.
+    The root is limited only by ``root_amount`` when given. ``min_share`` (off when ``None``)
+    follows only transfers that each carry at least that share of what arrived (upstream: of
+    what was sent on): the bulk of the money, as a layering chain moves it.
 
 Fan-out cap: the most relevant transfers
     Of an account's candidate transfers at most ``fanout_cap`` are followed: the most relevant,
@@ -158,14 +162,17 @@ def follow_money(
     hop_horizon: timedelta | None = None,
     fanout_cap: int = DEFAULT_FANOUT_CAP,
     amount_tolerance: float | None = None,
+    min_share: float | None = None,
     root_amount: Money | None = None,
     hub_degree: int | None = DEFAULT_HUB_DEGREE,
     budget: Budget = Budget(),
+    horizon_from_root: bool = True,
     stop_at: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> MoneyFlow:
     """Follow the money from ``root`` (see the module docstring). ``stop_at``: stop after the hop
-    that first reaches this account (a shortest-path question)."""
+    that first reaches this account (a shortest-path question). ``horizon_from_root=False``
+    expands the root over the whole window (a shape around it, not after one transfer)."""
     if direction not in FLOW_DIRECTIONS:
         raise ValueError(f"direction={direction!r}: expected out (downstream) or in (upstream)")
     if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 1 <= max_hops <= MAX_TRACE_HOPS:
@@ -177,6 +184,8 @@ def follow_money(
         raise ValueError(f"hop_horizon={hop_horizon!r}: expected a non-negative duration or None")
     if amount_tolerance is not None and not amount_tolerance >= 0:
         raise ValueError(f"amount_tolerance={amount_tolerance!r}: expected >= 0 or None")
+    if min_share is not None and not 0 < min_share <= 1:
+        raise ValueError(f"min_share={min_share!r}: expected a share in (0, 1] or None")
     check_window(start, end)
 
     downstream = direction == "out"
@@ -196,7 +205,8 @@ def follow_money(
             break
         requests: list[Expansion] = []
         for v in frontier:
-            lo, hi = _window(v.at, start, end, hop_horizon, downstream)
+            at = None if hop == 1 and not horizon_from_root else v.at
+            lo, hi = _window(at, start, end, hop_horizon, downstream)
             requests.append((v.node, lo, hi))
         remaining = None if deadline is None else deadline - clock()
         try:
@@ -215,10 +225,15 @@ def follow_money(
                     continue
                 cuts.append(TraceCut(hop, v.node, "hub", len(batch[v.node])))
                 cand = cand[:hub_degree]
-            if v.arrived is not None and amount_tolerance is not None:
-                cand, dropped = _fund(cand, v.arrived, amount_tolerance, downstream)
-                if dropped:
-                    cuts.append(TraceCut(hop, v.node, "amount", dropped))
+            if v.arrived is not None and (amount_tolerance is not None or min_share is not None):
+                n = len(cand)
+                if min_share is not None:  # only transfers carrying the bulk of the money on
+                    side = (lambda e: e.amount_paid) if downstream else (lambda e: e.amount_received)
+                    cand = [e for e in cand if usd_cents(side(e)) >= min_share * v.arrived]
+                if amount_tolerance is not None:
+                    cand, _ = _fund(cand, v.arrived, amount_tolerance, downstream)
+                if len(cand) < n:
+                    cuts.append(TraceCut(hop, v.node, "amount", n - len(cand)))
             if not cand:
                 continue
             ref = v.at if v.at is not None else (cand[0].timestamp if downstream else cand[-1].timestamp)

@@ -1,46 +1,99 @@
 """Laundering typologies around one account: the AMLworld shapes, found on any GraphStore.
 
-:func:`detect_typologies` looks at the edges around ``node_id`` (inside ``window`` when given;
-each account contributes at most ``neighbor_cap`` edges in cap order) and reports every shape the
-account takes part in, in :data:`TYPOLOGIES` order. Counterparties never include the account
-itself; ``k`` below is ``min_fan`` (default 3).
+:func:`detect_typologies` looks at the transfers inside ``window`` around ``node_id`` and reports
+every typology *instance* the account takes part in, in any role, one finding per instance (the
+same instance found from another member is the same finding: same accounts, same transfers).
+Nothing here reads the ``is_laundering`` label: the shapes are found from structure, time and
+amounts alone.
+
+What every detector shares
+    * **Time order.** Money moves forward: a transfer out of an account that is part of a shape
+      comes after the money reached it, within ``horizon`` (multi-hop shapes are followed with
+      the shared temporal search, :func:`~evidence_graph.follow.follow_money`).
+    * **Amounts.** Layering passes most of the money on: where a shape moves money through an
+      account, what leaves is between ``1 - MAX_FEE`` and ``1 + AMOUNT_TOLERANCE`` of what
+      arrived (:data:`MAX_FEE` 10%, a generous mule commission). Where a sum is split (fans) the
+      parts are comparable: within a factor :data:`SPLIT_RATIO` of each other. Amounts are
+      compared in US cents.
+    * **One-off transfers.** A pair of accounts with more than one transfer in the window is a
+      relationship (rent, salary, a supplier, a regular payee), not a layering hop: such
+      transfers are left out of every shape.
+    * **Hubs and size bounds.** Accounts with more than ``hub_degree`` distinct counterparties in
+      the window (merchants, payroll processors, exchanges) take part in no shape; a fan larger
+      than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
 
 ========================  ==============================================================
-fan-out                   the account pays ``k`` or more distinct accounts
-fan-in                    the account is paid by ``k`` or more distinct accounts
-cycle                     the shortest directed cycle through the account, 2 to 6 hops
-                          (self-transfers excluded)
-scatter-gather            a source s and a sink t with 2 or more distinct intermediates
-                          m (s -> m -> t); the account is s, t or one of the m
-gather-scatter            the account is a hub paid by 2+ accounts and paying 2+ accounts,
-                          with money arriving no later than money leaves
-bipartite                 a set A of 2+ payers and a set B of 2+ payees (disjoint), the
-                          account on either side, every member of A paying 2+ members of B
-                          and every member of B paid by 2+ members of A
-stack                     a bipartite extended by a further layer before or after it
-                          (3 or 4 layers of 2+ accounts each)
-random                    none of the above, but the account lies on a chain of 2 or more
-                          transfers labelled as laundering (followed up to 5 hops each way)
+fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
+                          comparable one-off transfers in a burst (:data:`BURST_GAP` apart)
+cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
+                          passing the money on (2-hop back-and-forth is repayment)
+scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
+                          one sink, after receiving it
+gather-scatter            2 to 16 comparable payments gathered by an account, then 2 to 16
+                          comparable payments out of it, scattering what was gathered
+bipartite                 2 to 10 payers and 2 to 10 payees (disjoint), each pair at most one
+                          comparable transfer, more transfers than a fan would need
+stack                     a bipartite whose payees pass the money on to a further layer of 2
+                          or more accounts (or whose payers got it from one): 3 layers
+random                    a time-ordered chain of 3 or more pass-through hops through the
+                          account that no other shape explains (mostly)
 ========================  ==============================================================
 
-Accounts are listed sorted, except for ``cycle`` and ``random`` where they follow the path (and
-event ids follow the path too); elsewhere event ids are sorted.
+A fan-out or fan-in whose transfers all belong to a more specific shape (a scatter-gather's
+scatter, a stack's layer) is that shape, and is not reported again; a bipartite that is part of
+a stack is reported as the stack. Findings carry their ``hops``: the event ids of each step in
+order (a fan: one step; a scatter-gather: scatter, gather; a cycle or chain: one per transfer; a
+bipartite or stack: one per layer).
+
+Findings come in :data:`TYPOLOGIES` order, accounts sorted except for ``cycle`` and ``random``
+where they follow the path (and event ids follow the path too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from auditflow.money import usd_cents
 from auditflow.typologies import TYPOLOGIES
-from evidence_graph.store import Direction, GraphEdge, GraphStore, check_window
+from evidence_graph.follow import Budget, follow_money
+from evidence_graph.store import GraphEdge, GraphStore, check_window
 
-TYPOLOGY_NEIGHBOR_CAP = 100
-MIN_FAN = 3
-MAX_CYCLE_HOPS = 6
-RANDOM_CHAIN_HOPS = 5
+#: Distinct counterparties in the window above which an account is a hub (in no shape).
+TYPOLOGY_HUB_DEGREE = 100
+#: A pair of accounts with an earlier transfer this far before the window is a relationship.
+RELATIONSHIP_LOOKBACK = timedelta(days=35)
+#: Transfers read per account and direction (more than this: a hub).
+TYPOLOGY_NEIGHBOR_CAP = 400
+#: Fans: at least this many distinct counterparties (3 is every-day behaviour), at most MAX_FAN.
+MIN_FAN = 5
+MAX_FAN = 32
+#: A fan is a burst: its transfers follow one another at most this far apart.
+BURST_GAP = timedelta(hours=12)
+#: A bipartite layer's transfers lie within this long of the one it was grown from.
+LAYER_SPAN = timedelta(hours=48)
+#: A fan's parts are unusual for the account: each at least this many times its median transfer
+#: that way (lookback included).
+UNUSUAL = 1.0
+#: A multi-hop shape's transfers are unusual for its members: their median at least this many
+#: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
+UNUSUAL_SHAPE = 2.0
+#: Parts of one split sum lie within this factor of each other.
+SPLIT_RATIO = 3.0
+#: Pass-through: what leaves is at least 1 - MAX_FEE and at most 1 + AMOUNT_TOLERANCE of what arrived.
+MAX_FEE = 0.10
+AMOUNT_TOLERANCE = 0.01
+#: Along a shape, the next transfer follows the money within this long.
+HOP_HORIZON = timedelta(hours=24)
+MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 10
+MIN_CHAIN_HOPS = 3
+MAX_MIDS = 16
+MAX_SIDE = 10
+#: Transfers followed per account and hop by the cycle and chain searches.
+PATH_FANOUT = 25
+PATH_BUDGET = Budget(max_nodes=400, max_edges=1500, max_seconds=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +104,7 @@ class TypologyMatch:
     accounts: tuple[str, ...]
     event_ids: tuple[str, ...]
     explanation: str
+    hops: tuple[tuple[str, ...], ...] = field(default=())  # event ids of each step, in order
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,293 +112,421 @@ class TypologyMatch:
             "accounts": list(self.accounts),
             "event_ids": list(self.event_ids),
             "explanation": self.explanation,
+            "hops": [list(h) for h in self.hops],
         }
 
 
-class _Neighborhood:
-    """Cached, windowed, capped adjacency read through ``neighbors_batch``."""
+def _cents(e: GraphEdge) -> int:
+    return usd_cents(e.amount_paid)
 
-    def __init__(self, store: GraphStore, start: datetime | None, end: datetime | None, cap: int):
-        self.store, self.start, self.end, self.cap = store, start, end, cap
-        self._cache: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
 
-    def edges(self, nodes: Iterable[str], direction: Direction) -> dict[str, tuple[GraphEdge, ...]]:
-        nodes = list(dict.fromkeys(nodes))
-        missing = sorted(n for n in nodes if (n, direction) not in self._cache)
+def _passes_on(arrived: int, leaves: int) -> bool:
+    return arrived * (1 - MAX_FEE) <= leaves <= arrived * (1 + AMOUNT_TOLERANCE)
+
+
+def _comparable(amounts: Iterable[int]) -> bool:
+    a = list(amounts)
+    return bool(a) and min(a) > 0 and max(a) <= SPLIT_RATIO * min(a)
+
+
+class _View:
+    """The window's one-off transfers between non-hub accounts, read through ``expand``, cached.
+    A pair is one-off when it has a single transfer (that way) in the window and the
+    :data:`RELATIONSHIP_LOOKBACK` before it."""
+
+    def __init__(self, store: GraphStore, start: datetime | None, end: datetime | None, hub_degree: int) -> None:
+        self.store, self.start, self.end, self.hub_degree = store, start, end, hub_degree
+        self._raw: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._pairs: dict[tuple[str, str], dict[str, int]] = {}
+        self._amounts: dict[tuple[str, str], list[int]] = {}
+        self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
+        self._by_id: dict[str, GraphEdge] = {}
+
+    def edge(self, event_id: str) -> GraphEdge:
+        return self._by_id[event_id]
+
+    def _in_window(self, e: GraphEdge) -> bool:
+        return e.in_window(self.start, self.end)
+
+    def _load(self, nodes: Iterable[str], direction: str) -> None:
+        missing = sorted({n for n in nodes if (n, direction) not in self._raw})
         if missing:
-            batch = self.store.neighbors_batch(missing, direction, self.start, self.end, self.cap)
+            back = None if self.start is None else self.start - RELATIONSHIP_LOOKBACK
+            got = self.store.expand([(n, back, self.end) for n in missing], direction,
+                                    TYPOLOGY_NEIGHBOR_CAP + 1)
             for n in missing:
-                self._cache[(n, direction)] = tuple(batch.get(n, ()))
-        return {n: self._cache[(n, direction)] for n in nodes}
+                if len(got.get(n, ())) > TYPOLOGY_NEIGHBOR_CAP:
+                    self._busy.add(n)
+                edges = [e for e in got.get(n, ()) if e.src != e.dst]
+                count: dict[str, int] = {}
+                for e in edges:
+                    other = e.dst if direction == "out" else e.src
+                    count[other] = count.get(other, 0) + 1
+                self._pairs[(n, direction)] = count
+                self._amounts[(n, direction)] = [
+                    _cents(e) for e in edges if self.start is not None and e.timestamp < self.start]
+                self._raw[(n, direction)] = tuple(e for e in edges if self._in_window(e))
+                self._by_id.update((e.event_id, e) for e in edges)
 
-    def parties(
-        self, nodes: Iterable[str], direction: Direction
-    ) -> dict[str, dict[str, list[GraphEdge]]]:
-        """Per node: counterparty -> the edges with it (node itself excluded), cap order."""
-        out: dict[str, dict[str, list[GraphEdge]]] = {}
-        for n, edges in self.edges(nodes, direction).items():
-            by: dict[str, list[GraphEdge]] = {}
-            for e in edges:
-                other = e.dst if direction == "out" else e.src
-                if other != n:
-                    by.setdefault(other, []).append(e)
-            out[n] = by
+    def is_hub(self, node: str) -> bool:
+        self._load([node], "out")
+        self._load([node], "in")
+        outs, ins = self._raw[(node, "out")], self._raw[(node, "in")]
+        if node in self._busy:
+            return True
+        return len({e.dst for e in outs} | {e.src for e in ins}) > self.hub_degree
+
+    def median_amount(self, node: str, direction: str) -> int:
+        """The account's usual transfer that way: the median US-cent amount over the lookback
+        before the window (0 without history there)."""
+        self._load([node], direction)
+        amounts = sorted(self._amounts[(node, direction)])
+        return amounts[len(amounts) // 2] if amounts else 0
+
+    def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, list[GraphEdge]]:
+        """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
+        transfer with (that way) in the window, in time order."""
+        self._load(nodes, direction)
+        out: dict[str, list[GraphEdge]] = {}
+        for n in nodes:
+            edges = self._raw[(n, direction)]
+            count = self._pairs[(n, direction)]
+            others = [o for o, c in count.items() if c == 1]
+            self._load(others, "out")
+            self._load(others, "in")
+            out[n] = [e for e in edges if count[e.dst if direction == "out" else e.src] == 1
+                      and not self.is_hub(e.dst if direction == "out" else e.src)]
         return out
 
 
-def _between(nb: _Neighborhood, a: str, b: str) -> list[GraphEdge]:
-    """Edges ``a -> b`` as seen from either end (the caps may keep them on one side only)."""
-    seen = {e.event_id: e for e in nb.parties([a], "out")[a].get(b, [])}
-    seen.update((e.event_id, e) for e in nb.parties([b], "in")[b].get(a, []))
-    return sorted(seen.values(), key=lambda e: e.cap_key)
+def _unusual(view: _View, edges: Sequence[GraphEdge], factor: float) -> bool:
+    """The shape moves more than its members usually do: the median of its transfers is at
+    least ``factor`` times the median, over its paying members, of their usual transfer."""
+    amounts = sorted(_cents(e) for e in edges)
+    usual = sorted(view.median_amount(x, "out") for x in {e.src for e in edges})
+    return bool(amounts) and amounts[len(amounts) // 2] >= factor * usual[len(usual) // 2]
 
 
 def _ids(edges: Iterable[GraphEdge]) -> tuple[str, ...]:
     return tuple(sorted({e.event_id for e in edges}))
 
 
-def _fans(nb: _Neighborhood, v: str, min_fan: int) -> list[TypologyMatch]:
-    found = []
-    for name, direction, verb in (("fan-out", "out", "paid"), ("fan-in", "in", "was paid by")):
-        parties = nb.parties([v], direction)[v]
-        if len(parties) >= min_fan:
-            edges = [e for es in parties.values() for e in es]
-            found.append(
-                TypologyMatch(
-                    name,
-                    tuple(sorted({v, *parties})),
-                    _ids(edges),
-                    f"{v} {verb} {len(parties)} distinct accounts in {len(edges)} transfers",
-                )
-            )
-    return found
+def _best_split(edges: Sequence[GraphEdge], gap: timedelta | None) -> list[GraphEdge]:
+    """The largest set of ``edges`` with comparable amounts (within SPLIT_RATIO of each other)
+    that is a burst: one after the other at most ``gap`` apart (``None``: any spacing). Ties: the
+    earliest. ``edges`` and the result in time order."""
+    best: list[GraphEdge] = []
+    for low in sorted({_cents(e) for e in edges}):
+        band = [e for e in edges if low <= _cents(e) <= SPLIT_RATIO * max(1, low)]
+        run: list[GraphEdge] = []
+        for e in band:
+            if run and gap is not None and e.timestamp - run[-1].timestamp > gap:
+                run = []
+            run.append(e)
+            if len(run) > len(best):
+                best = list(run)
+    return best
 
 
-def _cycle(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
-    parent: dict[str, tuple[str, GraphEdge]] = {}
-    seen = {v}
-    frontier = [v]
-    for hop in range(1, MAX_CYCLE_HOPS + 1):
-        if not frontier:
-            break
-        payees = nb.parties(frontier, "out")
-        closing = [(u, payees[u][v][0]) for u in frontier if hop >= 2 and v in payees[u]]
-        if closing:
-            u, last = closing[0]  # frontier is sorted: the smallest account closes the cycle
-            path_nodes, path_edges = [u], [last]
-            while u != v:
-                u, e = parent[u]
-                path_nodes.append(u)
-                path_edges.append(e)
-            path_nodes.reverse()
-            path_edges.reverse()
-            return [
-                TypologyMatch(
-                    "cycle",
-                    tuple(path_nodes),
-                    tuple(e.event_id for e in path_edges),
-                    f"money from {v} returns to it in {hop} hops via {len(path_nodes) - 1} accounts",
-                )
-            ]
-        nxt: list[str] = []
-        for u in frontier:
-            for w, es in sorted(payees[u].items()):
-                if w not in seen:
-                    seen.add(w)
-                    parent[w] = (u, es[0])
-                    nxt.append(w)
-        frontier = sorted(nxt)
-    return []
+# ------------------------------------------------------------------ fans
 
 
-def _sg_candidates(nb: _Neighborhood, v: str) -> list[tuple[str, frozenset[str], str]]:
-    """(source, intermediates, sink) triples with 2+ intermediates, ``v`` in any role."""
-    cands = []
-    # v as source: v -> m -> t
-    mids = nb.parties([v], "out")[v]
-    per_t: dict[str, set[str]] = {}
-    for m, outs in nb.parties(mids, "out").items():
-        for t in outs:
-            if t != v:
-                per_t.setdefault(t, set()).add(m)
-    cands += [(v, frozenset(ms), t) for t, ms in per_t.items() if len(ms) >= 2]
-    # v as sink: s -> m -> v
-    mids = nb.parties([v], "in")[v]
-    per_s: dict[str, set[str]] = {}
-    for m, ins in nb.parties(mids, "in").items():
-        for s in ins:
-            if s != v:
-                per_s.setdefault(s, set()).add(m)
-    cands += [(s, frozenset(ms), v) for s, ms in per_s.items() if len(ms) >= 2]
-    # v as an intermediate: s -> v -> t and s -> m -> t for some other m
-    payers = sorted(nb.parties([v], "in")[v])
-    payees = sorted(nb.parties([v], "out")[v])
-    if payers and payees:
-        s_out = nb.parties(payers, "out")
-        t_in = nb.parties(payees, "in")
-        for s in payers:
-            for t in payees:
-                if s != t:
-                    ms = (set(s_out[s]) & set(t_in[t])) - {s, t}
-                    if len(ms) >= 2:
-                        cands.append((s, frozenset(ms), t))
-    return cands
+def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
+    if view.is_hub(center):
+        return None
+    usual = view.median_amount(center, direction)
+    edges = [e for e in view.one_off([center], direction)[center] if _cents(e) >= UNUSUAL * usual]
+    fan = _best_split(edges, BURST_GAP)
+    if len(fan) < MIN_FAN:
+        return None
+    during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
+    if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
+        return None
+    name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
+    parties = {e.dst if direction == "out" else e.src for e in fan}
+    return TypologyMatch(name, tuple(sorted({center, *parties})), _ids(fan),
+                         f"{center} {verb} {len(parties)} accounts in a burst of comparable one-off "
+                         "transfers", (_ids(fan),))
 
 
-def _scatter_gather(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
-    cands = _sg_candidates(nb, v)
-    if not cands:
-        return []
-    s, ms, t = min(cands, key=lambda c: (-len(c[1]), c[0], c[2]))
-    mids = sorted(ms)
-    edges = [e for m in mids for e in _between(nb, s, m) + _between(nb, m, t)]
-    return [
-        TypologyMatch(
-            "scatter-gather",
-            tuple(sorted({s, t, *mids})),
-            _ids(edges),
-            f"{s} scatters to {len(mids)} accounts that all pay {t}",
-        )
-    ]
+# ------------------------------------------------------------------ scatter-gather
 
 
-def _gather_scatter(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
-    ins = nb.parties([v], "in")[v]
-    outs = nb.parties([v], "out")[v]
-    if len(ins) < 2 or len(outs) < 2:
-        return []
-    in_edges = [e for es in ins.values() for e in es]
-    out_edges = [e for es in outs.values() for e in es]
-    if min(e.timestamp for e in in_edges) > max(e.timestamp for e in out_edges):
-        return []
-    return [
-        TypologyMatch(
-            "gather-scatter",
-            tuple(sorted({v, *ins, *outs})),
-            _ids(in_edges + out_edges),
-            f"{v} gathers from {len(ins)} accounts and scatters to {len(outs)}",
-        )
-    ]
+def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | None:
+    """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``)."""
+    if view.is_hub(end_):
+        return None
+    down = direction == "out"
+    back = "in" if down else "out"
+    first_hop = view.one_off([end_], direction)[end_]
+    mids = [e.dst if down else e.src for e in first_hop]
+    second = view.one_off(mids, direction)
+    per_other: dict[str, dict[str, tuple[GraphEdge, GraphEdge]]] = {}
+    for e1 in first_hop:
+        m = e1.dst if down else e1.src
+        for e2 in second[m]:
+            other = e2.dst if down else e2.src
+            # in time order, the money passed on: scatter (s -> m) before gather (m -> t)
+            s_m, m_t = (e1, e2) if down else (e2, e1)
+            if (other not in (end_, m) and s_m.timestamp <= m_t.timestamp <= s_m.timestamp + HOP_HORIZON
+                    and _passes_on(_cents(s_m), _cents(m_t))):
+                per_other.setdefault(other, {}).setdefault(m, (s_m, m_t))
+    best = None
+    for other, by_mid in sorted(per_other.items()):
+        if 2 <= len(by_mid) <= MAX_MIDS and (best is None or len(by_mid) > len(best[1])):
+            best = (other, by_mid)
+    if best is None:
+        return None
+    other, by_mid = best
+    source, sink = (end_, other) if down else (other, end_)
+    scatter = [p[0] for p in by_mid.values()]
+    gather = [p[1] for p in by_mid.values()]
+    return TypologyMatch("scatter-gather", tuple(sorted({source, sink, *by_mid})), _ids(scatter + gather),
+                         f"{source} scatters to {len(by_mid)} accounts that each pass the money on to {sink}",
+                         (_ids(scatter), _ids(gather)))
 
 
-def _bipartite_from(nb: _Neighborhood, v: str, side: str) -> tuple[list[str], list[str]] | None:
-    """(A, B) with ``v`` in A (``side="left"``) or in B (``side="right"``), else None."""
-    fwd: Direction = "out" if side == "left" else "in"
-    back: Direction = "in" if side == "left" else "out"
-    far = set(nb.parties([v], fwd)[v])  # v's counterparties on the other side
+# ------------------------------------------------------------------ gather-scatter
+
+
+def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
+    if view.is_hub(hub):
+        return None
+    ins = _best_split(view.one_off([hub], "in")[hub], None)
+    if not 2 <= len(ins) <= MAX_MIDS or len({e.src for e in ins}) < 2:
+        return None
+    first, last = ins[0].timestamp, ins[-1].timestamp
+    gathered = sum(_cents(e) for e in ins)
+    outs: list[GraphEdge] = []
+    total = 0
+    for e in view.one_off([hub], "out")[hub]:  # time order: pay out what was gathered, no more
+        if (first <= e.timestamp <= last + HOP_HORIZON and e.dst not in {x.src for x in ins}
+                and total + _cents(e) <= gathered * (1 + AMOUNT_TOLERANCE)):
+            outs.append(e)
+            total += _cents(e)
+            if total >= gathered * (1 - MAX_FEE):
+                break
+    if not 2 <= len(outs) <= MAX_MIDS or not _comparable(_cents(e) for e in outs):
+        return None
+    # cash flow: at no time has more left than had arrived
+    gathered, scattered = 0, 0
+    events = sorted([(e.timestamp, 0, e) for e in ins] + [(e.timestamp, 1, e) for e in outs],
+                    key=lambda x: (x[0], x[1], x[2].event_id))
+    for _, kind, e in events:
+        if kind == 0:
+            gathered += _cents(e)
+        else:
+            scattered += _cents(e)
+            if scattered > gathered * (1 + AMOUNT_TOLERANCE):
+                return None
+    if not _passes_on(gathered, scattered):
+        return None
+    return TypologyMatch("gather-scatter", tuple(sorted({hub, *(e.src for e in ins), *(e.dst for e in outs)})),
+                         _ids(ins + outs),
+                         f"{hub} gathers {len(ins)} comparable payments and scatters them to {len(outs)} accounts",
+                         (_ids(ins), _ids(outs)))
+
+
+# ------------------------------------------------------------------ bipartite and stack
+
+
+def _core(view: _View, v: str, side: str) -> tuple[list[str], list[str], list[GraphEdge]] | None:
+    """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: the accounts of each
+    side dealing one-off with at least two of the other, all within LAYER_SPAN."""
+    fwd, back = ("out", "in") if side == "left" else ("in", "out")
+    def far_of(e: GraphEdge, d: str) -> str:
+        return e.dst if d == "out" else e.src
+    near_edges = view.one_off([v], fwd)[v]
+    far = {far_of(e, fwd) for e in near_edges}
     if len(far) < 2:
         return None
-    back_of_far = nb.parties(sorted(far), back)
+    back_of = view.one_off(sorted(far), back)
     count: dict[str, int] = {}
     for b in far:
-        for u in back_of_far[b]:
+        for e in back_of[b]:
+            u = far_of(e, back)
             count[u] = count.get(u, 0) + 1
-    near = {v} | {u for u, c in count.items() if c >= 2 and u != v and u not in far}
-    far = {b for b in far if len(set(back_of_far[b]) & near) >= 2}
-    fwd_of_near = nb.parties(sorted(near), fwd)
-    near = {a for a in near if len(set(fwd_of_near[a]) & far) >= 2}
-    far = {b for b in far if len(set(back_of_far[b]) & near) >= 2}
-    if v not in near or len(near) < 2 or len(far) < 2 or near & far:
+    near = {v} | {u for u, c in count.items() if c >= 2 and u not in far}
+    fwd_of = view.one_off(sorted(near), fwd)
+    edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far]
+    for _ in range(MAX_SIDE):  # prune to the core: two or more transfers within it on each side
+        deg_near = {a: sum(1 for e in edges if (e.src if fwd == "out" else e.dst) == a) for a in near}
+        deg_far = {b: sum(1 for e in edges if far_of(e, fwd) == b) for b in far}
+        keep_near = {a for a, d in deg_near.items() if d >= 2}
+        keep_far = {b for b, d in deg_far.items() if d >= 2}
+        if keep_near == near and keep_far == far:
+            break
+        near, far = keep_near, keep_far
+        edges = [e for e in edges if (e.src if fwd == "out" else e.dst) in near and far_of(e, fwd) in far]
+    if v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far:
+        return None
+    stamps = [e.timestamp for e in edges]
+    amounts = [_cents(e) for e in edges]  # split twice (among the payers, then the payees)
+    if max(stamps) - min(stamps) > LAYER_SPAN or max(amounts) > SPLIT_RATIO**2 * max(1, min(amounts)):
         return None
     left, right = (near, far) if side == "left" else (far, near)
-    return sorted(left), sorted(right)
+    return sorted(left), sorted(right), sorted(edges, key=lambda e: e.cap_key)
 
 
-def _layer_edges(nb: _Neighborhood, layers: Sequence[Sequence[str]]) -> list[GraphEdge]:
-    edges = []
-    for a_layer, b_layer in zip(layers, layers[1:]):
-        payees = nb.parties(a_layer, "out")
-        bset = set(b_layer)
-        edges += [e for a in a_layer for b, es in payees[a].items() if b in bset for e in es]
-    return edges
-
-
-def _extend(nb: _Neighborhood, layer: Sequence[str], used: set[str], direction: Direction) -> list[str]:
+def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], used: set[str],
+                forward: bool) -> tuple[list[str], list[GraphEdge]] | None:
+    """A further layer of 2+ accounts each dealing with 2+ of ``layer``: after it (``forward``:
+    the layer passes on what ``inflow`` brought, no more, after it arrived) or before it (the
+    layer got from them, before it paid ``inflow`` on)."""
+    d = "out" if forward else "in"
+    got: dict[str, tuple[int, datetime]] = {}
+    for e in inflow:
+        x = e.dst if forward else e.src
+        c, t = got.get(x, (0, e.timestamp))
+        got[x] = (c + _cents(e), max(t, e.timestamp) if forward else min(t, e.timestamp))
+    edges: list[GraphEdge] = []
+    for x, es in view.one_off(sorted(layer), d).items():
+        if x not in got:
+            continue
+        amount, when = got[x]
+        cand = [e for e in es if (e.dst if forward else e.src) not in used
+                and (when <= e.timestamp <= when + HOP_HORIZON if forward else when - HOP_HORIZON <= e.timestamp <= when)]
+        if sum(_cents(e) for e in cand) <= amount * (1 + MAX_FEE / (1 - MAX_FEE)):
+            edges += cand
     count: dict[str, int] = {}
-    for parties in nb.parties(layer, direction).values():
-        for c in parties:
-            if c not in used:
-                count[c] = count.get(c, 0) + 1
-    nxt = sorted(c for c, k in count.items() if k >= 2)
-    return nxt if len(nxt) >= 2 else []
+    for e in edges:
+        y = e.dst if forward else e.src
+        count[y] = count.get(y, 0) + 1
+    nxt = sorted(y for y, c in count.items() if c >= 2)
+    edges = [e for e in edges if (e.dst if forward else e.src) in nxt]
+    if not 2 <= len(nxt) <= MAX_SIDE:
+        return None
+    return nxt, edges
 
 
-def _bipartite_and_stack(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
-    pairs = []
-    for side in ("left", "right"):
-        found = _bipartite_from(nb, v, side)
-        if found is not None and found not in pairs:
-            pairs.append(found)
-    matches = []
-    for a, b in pairs:
-        matches.append(
-            TypologyMatch(
-                "bipartite",
-                tuple(sorted({*a, *b})),
-                _ids(_layer_edges(nb, [a, b])),
-                f"{len(a)} accounts each pay several of the same {len(b)} accounts",
-            )
-        )
-    for a, b in pairs:
-        used = {*a, *b}
-        after = _extend(nb, b, used, "out")
-        before = _extend(nb, a, used | set(after), "in")
-        layers = [lay for lay in (before, a, b, after) if lay]
-        if len(layers) >= 3:
-            accounts = tuple(sorted({x for lay in layers for x in lay}))
-            matches.append(
-                TypologyMatch(
-                    "stack",
-                    accounts,
-                    _ids(_layer_edges(nb, layers)),
-                    f"money moves through {len(layers)} layers of "
-                    f"{', '.join(str(len(lay)) for lay in layers)} accounts",
-                )
-            )
-            break
-    return matches
-
-
-def _random_chain(nb: _Neighborhood, v: str) -> list[TypologyMatch]:
-    def follow(direction: Direction) -> list[GraphEdge]:
-        path, node, seen = [], v, {v}
-        for _ in range(RANDOM_CHAIN_HOPS):
-            step = next(
-                (
-                    e
-                    for e in nb.edges([node], direction)[node]
-                    if e.is_laundering and e.other_end(node) not in seen
-                ),
-                None,
-            )
-            if step is None:
-                break
-            path.append(step)
-            node = step.other_end(node)
-            seen.add(node)
-        return path
-
-    back = follow("in")
-    fwd = follow("out")
-    # the two halves may meet; keep the backward half only up to the first account reused
-    fwd_nodes = {e.dst for e in fwd}
-    kept_back: list[GraphEdge] = []
-    for e in back:
-        if e.src in fwd_nodes:
-            break
-        kept_back.append(e)
-    chain = list(reversed(kept_back)) + fwd
-    if len(chain) < 2:
+def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
+    if view.is_hub(v):
         return []
-    accounts = [chain[0].src] + [e.dst for e in chain]
-    return [
-        TypologyMatch(
-            "random",
-            tuple(accounts),
-            tuple(e.event_id for e in chain),
-            f"{v} lies on a chain of {len(chain)} laundering-labelled transfers matching no other shape",
-        )
-    ]
+    found: dict[tuple[str, ...], TypologyMatch] = {}
+    for side in ("left", "right"):
+        core = _core(view, v, side)
+        if core is None:
+            continue
+        a, b, edges = core
+        used = set(a) | set(b)
+        after = _next_layer(view, b, edges, used, True)
+        before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False)
+        if after is None and before is None:
+            m = TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
+                              f"{len(a)} accounts each pay several of the same {len(b)} accounts",
+                              (_ids(edges),))
+        else:
+            layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
+            steps = [x for x in (before and before[1], edges, after and after[1]) if x]
+            m = TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
+                              _ids(e for st in steps for e in st),
+                              f"money moves through {len(layers)} layers of "
+                              f"{', '.join(str(len(lay)) for lay in layers)} accounts",
+                              tuple(_ids(st) for st in steps))
+        found.setdefault(m.event_ids, m)
+    return list(found.values())
+
+
+# ------------------------------------------------------------------ cycle and chains (the shared search)
+
+
+def _pass_through_path(path: Sequence[GraphEdge]) -> bool:
+    return all(_passes_on(_cents(a), _cents(b)) and a.timestamp <= b.timestamp <= a.timestamp + HOP_HORIZON
+               for a, b in zip(path, path[1:]))
+
+
+def _flows(view: _View, v: str):
+    # only transfers carrying the bulk of the money on: a layering path (checked exactly after)
+    kw = dict(start=view.start, end=view.end, hop_horizon=HOP_HORIZON, fanout_cap=PATH_FANOUT,
+              amount_tolerance=MAX_FEE / (1 - MAX_FEE), min_share=1 - MAX_FEE,
+              hub_degree=TYPOLOGY_NEIGHBOR_CAP, budget=PATH_BUDGET, horizon_from_root=False)
+    return follow_money(view.store, v, "out", **kw), follow_money(view.store, v, "in", **kw)
+
+
+def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
+    best: list[GraphEdge] | None = None
+    candidates: list[list[GraphEdge]] = []
+    for e, _hop in down.edges.values():  # a path of the search closing on v
+        if e.dst == v and e.src in down.nodes:
+            candidates.append([*down.nodes[e.src].path, e])
+    for m, there in down.nodes.items():  # or a path out to m and another back from m
+        back = up.nodes.get(m)
+        if m == v or back is None or not there.path or not back.path:
+            continue
+        candidates.append([*there.path, *back.path])  # starting at v
+        candidates.append([*back.path, *there.path])  # starting at m, through v
+    for path in candidates:
+        accounts = [path[0].src] + [e.dst for e in path]
+        if (not MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS or accounts[0] != accounts[-1]
+                or v not in accounts
+                or len(set(accounts[:-1])) != len(path) or not _pass_through_path(path)
+                or any(view.is_hub(x) for x in accounts)):
+            continue
+        key = (len(path), path[0].timestamp, [e.event_id for e in path])
+        if best is None or key < (len(best), best[0].timestamp, [e.event_id for e in best]):
+            best = path
+    if best is None:
+        return None
+    accounts = tuple([best[0].src] + [e.dst for e in best[:-1]])
+    return TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
+                         f"money from {accounts[0]} returns to it in {len(best)} hops, passed on at every hop",
+                         tuple((e.event_id,) for e in best))
+
+
+def _longest_prefix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
+    out: list[GraphEdge] = []
+    for e in path:
+        if out and not _pass_through_path([out[-1], e]):
+            break
+        out.append(e)
+    return out
+
+
+def _longest_suffix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
+    out: list[GraphEdge] = []
+    for e in reversed(path):
+        if out and not _pass_through_path([e, out[0]]):
+            break
+        out.insert(0, e)
+    return out
+
+
+def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
+    outs = [_longest_prefix(r.path) for r in down.nodes.values() if r.path]
+    ins = [_longest_suffix(r.path) for r in up.nodes.values() if r.path]
+    outs.append([])
+    ins.append([])
+    best: list[GraphEdge] = []
+    for before in ins:
+        for after in outs:
+            path = before + after
+            if len(path) <= len(best) or len(path) < MIN_CHAIN_HOPS:
+                continue
+            if before and after and not _pass_through_path([before[-1], after[0]]):
+                continue
+            accounts = [path[0].src] + [e.dst for e in path]
+            if len(set(accounts)) != len(accounts) or any(view.is_hub(x) for x in accounts):
+                continue
+            best = path
+    if len(best) < MIN_CHAIN_HOPS:
+        return None
+    return TypologyMatch("random", tuple([best[0].src] + [e.dst for e in best]), tuple(e.event_id for e in best),
+                         f"{v} lies on a time-ordered chain of {len(best)} transfers, each passing the money on",
+                         tuple((e.event_id,) for e in best))
+
+
+# ------------------------------------------------------------------ all together
+
+
+#: How specific each shape is: a fan inside a scatter-gather is its scatter, a bipartite or a
+#: gather-scatter inside a stack is one of its layers.
+_SPECIFICITY = {"random": 0, "fan-out": 1, "fan-in": 1, "cycle": 2, "scatter-gather": 2,
+                "gather-scatter": 2, "bipartite": 2, "stack": 3}
+
+
+def _edge(view: _View, event_id: str) -> GraphEdge:
+    return view.edge(event_id)
+
 
 
 def detect_typologies(
@@ -352,25 +534,53 @@ def detect_typologies(
     node_id: str,
     window: tuple[datetime | None, datetime | None] | None = None,
     *,
-    min_fan: int = MIN_FAN,
-    neighbor_cap: int = TYPOLOGY_NEIGHBOR_CAP,
+    hub_degree: int = TYPOLOGY_HUB_DEGREE,
 ) -> list[TypologyMatch]:
-    """Every typology ``node_id`` takes part in (see the module docstring), in TYPOLOGIES order."""
-    if min_fan < 2:
-        raise ValueError(f"min_fan={min_fan!r}: expected at least 2")
-    if neighbor_cap < 1:
-        raise ValueError(f"neighbor_cap={neighbor_cap!r}: expected a positive int")
+    """Every typology instance ``node_id`` takes part in (see the module docstring), in
+    TYPOLOGIES order."""
+    if isinstance(hub_degree, bool) or not isinstance(hub_degree, int) or hub_degree < 1:
+        raise ValueError(f"hub_degree={hub_degree!r}: expected a positive int")
     start, end = window if window is not None else (None, None)
     check_window(start, end)
-    nb = _Neighborhood(store, start, end, neighbor_cap)
-    matches = [
-        *_fans(nb, node_id, min_fan),
-        *_cycle(nb, node_id),
-        *_scatter_gather(nb, node_id),
-        *_gather_scatter(nb, node_id),
-        *_bipartite_and_stack(nb, node_id),
-    ]
-    if not matches:
-        matches = _random_chain(nb, node_id)
+    view = _View(store, start, end, hub_degree)
+    if view.is_hub(node_id):
+        return []
+    payers = [e.src for e in view.one_off([node_id], "in")[node_id]]
+    payees = [e.dst for e in view.one_off([node_id], "out")[node_id]]
+    found: dict[tuple[str, tuple[str, ...]], TypologyMatch] = {}
+
+    edge_of: dict[str, GraphEdge] = {}
+
+    def add(m: TypologyMatch | None) -> None:
+        if m is None or node_id not in m.accounts:
+            return
+        if m.typology not in ("fan-out", "fan-in"):
+            edges = [_edge(view, i) for i in m.event_ids]
+            if not _unusual(view, edges, UNUSUAL_SHAPE):
+                return
+        found.setdefault((m.typology, m.event_ids), m)
+
+    for center in dict.fromkeys([node_id, *payers]):
+        add(_fan(view, center, "out"))
+    for center in dict.fromkeys([node_id, *payees]):
+        add(_fan(view, center, "in"))
+    for center in dict.fromkeys([node_id, *payers, *payees]):
+        add(_gather_scatter(view, center))
+    for source in dict.fromkeys([node_id, *payers]):  # the account as source or intermediate
+        add(_scatter_gather(view, source, "out"))
+    add(_scatter_gather(view, node_id, "in"))  # as sink
+    for m in _bipartite_and_stack(view, node_id):
+        add(m)
+    down, up = _flows(view, node_id)
+    add(_cycle(view, node_id, down, up))
+    add(_chain(view, node_id, down, up))  # kept only where no more specific shape explains it
+
+    # one finding per instance: a shape mostly inside a more specific one is that shape
+    ranked = [(_SPECIFICITY[m.typology], set(m.event_ids)) for m in found.values()]
+    matches = []
+    for m in found.values():
+        ids, rank = set(m.event_ids), _SPECIFICITY[m.typology]
+        if not any(r > rank and len(ids & other) * 2 > len(ids) for r, other in ranked):
+            matches.append(m)
     order = {name: i for i, name in enumerate(TYPOLOGIES)}
     return sorted(matches, key=lambda m: (order[m.typology], m.accounts, m.event_ids))

@@ -24,6 +24,11 @@ The world
   (high fan-in from card purchases, fan-out to suppliers every day) and payroll processors
   (a burst of salary payments to many employees every day), so that degree alone is not a
   perfect laundering signal.
+* **Look-alikes** of the typologies, legitimate: small payrolls (a business pays 4-12 employees
+  the same salary every week in one burst: a fan-out), shops with 6-20 regular customers (a
+  fan-in), rent between two accounts with a share paid back (a two-account cycle) and, one per
+  thousand accounts, exchanges (busy hubs gathering from and paying out to 15-40 accounts a day
+  each way: a gather-scatter at hub scale).
 * **Background payments** (about ``tx_per_account_day`` per account and day): salaries on a
   weekly cycle, recurring payments with a fixed amount on a fixed period (rent, loans,
   subscriptions), merchants paying suppliers, and free payments: to the sender's few regular
@@ -180,7 +185,7 @@ class Account:
 
     ref: AccountRef
     currency: str
-    kind: str  # "person", "business", "merchant", "payroll" or "mule"
+    kind: str  # "person", "business", "merchant", "payroll", "exchange" or "mule"
 
 
 @dataclass(slots=True)
@@ -192,6 +197,7 @@ class Dataset:
     accounts: list[Account] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     lone_laundering: int = 0  # laundering rows in no attempt
+    lookalike_accounts: list[AccountRef] = field(default_factory=list)  # legitimate, shaped like typologies
 
     @property
     def laundering_count(self) -> int:
@@ -201,9 +207,14 @@ class Dataset:
     def laundering_rate(self) -> float:
         return self.laundering_count / len(self.events) if self.events else 0.0
 
+    def lookalikes(self) -> list[AccountRef]:
+        """The legitimate accounts whose activity looks like a typology: small payrolls, shops,
+        both sides of every rent, exchanges, merchants and payroll processors (sorted)."""
+        return sorted({*self.lookalike_accounts, *self.hubs()}, key=lambda r: r.node_id)
+
     def hubs(self) -> list[AccountRef]:
-        """The legitimate high-degree accounts (merchants and payroll processors)."""
-        return [a.ref for a in self.accounts if a.kind in ("merchant", "payroll")]
+        """The legitimate high-degree accounts (merchants, payroll processors, exchanges)."""
+        return [a.ref for a in self.accounts if a.kind in ("merchant", "payroll", "exchange")]
 
 
 def _weighted(pairs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], list[float]]:
@@ -224,6 +235,7 @@ class _Builder:
         # transfers: [minute, sender, receiver, paid, received, format, attempt (-1: none, -2: lone)]
         self.txs: list[tuple[int, int, int, Money, Money, str, int]] = []
         self.attempt_meta: list[tuple[str, str]] = []  # (typology, qualifier)
+        self.lookalike_idx: list[int] = []
         self._hour_cum = list(accumulate(HOUR_WEIGHTS))
         self._cur_names, self._cur_cum = _weighted(CURRENCY_SHARES)
         self._fmt = {
@@ -318,7 +330,9 @@ class _Builder:
         n_payroll = max(1, n // 500)
         n_bitcoin = max(2, round(n * BITCOIN_SHARE)) if n >= 40 else 0
         n_business = max(2, round(n * 0.04))
+        n_exchange = n // 1000
         kinds = ["merchant"] * n_merchants + ["payroll"] * n_payroll + ["business"] * n_business
+        kinds += ["exchange"] * n_exchange
         kinds += ["bitcoin"] * n_bitcoin
         kinds += ["person"] * max(0, n - len(kinds))
         for kind in kinds:
@@ -327,7 +341,8 @@ class _Builder:
                 self.new_account(bank, BITCOIN, "person")
             else:
                 self.new_account(bank, self.pick(self._cur_names, self._cur_cum), kind)
-        self.idx_by_kind: dict[str, list[int]] = {k: [] for k in ("person", "business", "merchant", "payroll")}
+        self.idx_by_kind: dict[str, list[int]] = {
+            k: [] for k in ("person", "business", "merchant", "payroll", "exchange")}
         self.bitcoin: list[int] = []
         for i, a in enumerate(self.accounts):
             (self.bitcoin if a.currency == BITCOIN else self.idx_by_kind[a.kind]).append(i)
@@ -418,6 +433,7 @@ class _Builder:
                 for day in range(self.days):
                     if (day + phase) % period == 0:
                         out.append((day * MINUTES_PER_DAY + at + rng.randrange(10), i, j, paid, received, fmt))
+        out += self.lookalikes()
         for m in merchants:
             for _ in range(rng.randint(8, 24)):
                 j = self.ordinary[rng.randrange(len(self.ordinary))]
@@ -427,6 +443,64 @@ class _Builder:
                 for day in range(self.days):
                     if (day + phase) % period == 0:
                         out.append((day * MINUTES_PER_DAY + at + rng.randrange(30), m, j, paid, received, fmt))
+        return out
+
+    def lookalikes(self) -> list[tuple[int, int, int, Money, Money, str]]:
+        """Legitimate activity shaped like the typologies: small payrolls (a business pays 4-12
+        employees the same salary every week in one burst: a fan-out), shops (6-20 regular
+        customers buying several times a week: a fan-in), rent between two accounts (a tenant pays
+        the rent, the landlord pays a share back: a two-account cycle) and exchanges (busy hubs
+        gathering from and paying out to many accounts every day)."""
+        rng, out = self.rng, []
+        persons, businesses = self.idx_by_kind["person"], self.idx_by_kind["business"]
+        if not persons:
+            return out
+        week = 7
+        self.lookalike_idx.extend(businesses)
+        for k, b in enumerate(businesses):
+            if k % 2 == 0:  # a small payroll
+                at, phase = rng.randrange(0, 5 * 60), rng.randrange(week)
+                staff = [persons[rng.randrange(len(persons))] for _ in range(rng.randint(4, 12))]
+                pay = {i: self.amounts(b, i, self.lognormal(1100, 0.3), always_convert=True) for i in staff if i != b}
+                fmt = self.fmt("salary")
+                for day in range(self.days):
+                    if (day + phase) % week == 0:
+                        for i, (paid, received) in sorted(pay.items()):
+                            out.append((day * MINUTES_PER_DAY + at + rng.randrange(60), b, i, paid, received, fmt))
+            else:  # a shop and its regular customers
+                for _ in range(rng.randint(6, 20)):
+                    c = persons[rng.randrange(len(persons))]
+                    if c == b:
+                        continue
+                    per_week = rng.randint(1, 3)
+                    for day in range(self.days):
+                        if rng.random() < per_week / week:
+                            paid, received = self.amounts(c, b, self.lognormal(45, 0.5))
+                            out.append((day * MINUTES_PER_DAY + self.minute_of_day(), c, b, paid, received,
+                                        self.fmt("purchase")))
+        for _ in range(max(1, len(persons) // 40)):  # rent, and a share of the bills paid back
+            tenant, landlord = persons[rng.randrange(len(persons))], persons[rng.randrange(len(persons))]
+            if tenant == landlord:
+                continue
+            self.lookalike_idx += [tenant, landlord]
+            rent = self.amounts(tenant, landlord, self.lognormal(900, 0.4))
+            back = self.amounts(landlord, tenant, self.lognormal(120, 0.5))
+            phase, at = rng.randrange(week), self.minute_of_day()
+            for day in range(self.days):
+                if (day + phase) % week == 0:
+                    out.append((day * MINUTES_PER_DAY + at, tenant, landlord, *rent, "ACH"))
+                if (day + phase) % week == 2:
+                    out.append((day * MINUTES_PER_DAY + at, landlord, tenant, *back, "ACH"))
+        for x in self.idx_by_kind["exchange"]:  # a busy hub: many in, many out, every day
+            for day in range(self.days):
+                for _ in range(rng.randint(15, 40)):
+                    c = self.ordinary[rng.randrange(len(self.ordinary))]
+                    paid, received = self.amounts(c, x, self.lognormal(700, 1.0))
+                    out.append((day * MINUTES_PER_DAY + self.minute_of_day(), c, x, paid, received, "Wire"))
+                for _ in range(rng.randint(15, 40)):
+                    c = self.ordinary[rng.randrange(len(self.ordinary))]
+                    paid, received = self.amounts(x, c, self.lognormal(700, 1.0))
+                    out.append((day * MINUTES_PER_DAY + self.minute_of_day(), x, c, paid, received, "Wire"))
         return out
 
     def background(self, target: int) -> None:
@@ -799,7 +873,8 @@ def generate(
         "tx_per_account_day": tx_per_account_day,
         "min_each_typology": min_each_typology,
     }
-    return Dataset(events, attempts, list(b.accounts), params, lone)
+    lookalikes = [b.accounts[i].ref for i in sorted(set(b.lookalike_idx))]
+    return Dataset(events, attempts, list(b.accounts), params, lone, lookalikes)
 
 
 def write_dataset(dataset: Dataset, out_dir: str | Path, name: str = "synthetic") -> tuple[Path, Path]:

@@ -9,7 +9,7 @@ import pytest
 
 from auditflow.money import Money
 from auditflow.records import EvidenceTrace
-from evidence_graph import GraphStore, trace_evidence
+from evidence_graph import TYPOLOGIES, GraphStore, trace_evidence
 from evidence_graph.testing import T0, acct, chain, cycle, fan_out, scatter_gather, tx
 
 
@@ -318,31 +318,33 @@ def test_context_manager_closes_on_error(backend) -> None:
 
 def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStore) -> None:
     from evidence_graph import NetworkxGraphStore, detect_typologies, graph_features
-    from evidence_graph.testing import bipartite, gather_scatter, stack
 
-    events = [
-        *cycle("ABCD"),
-        *scatter_gather("A", ["X", "Y"], "Z", prefix="s", start=5),
-        *gather_scatter(["P1", "P2", "P3"], "H", ["Q1", "Q2"], start=10),
-        *bipartite(["K1", "K2"], ["J1", "J2"], start=20),
-        *stack([["S1", "S2"], ["R1", "R2"], ["U1", "U2"]], start=30),
-        *chain("LMNO", laundering=True, prefix="l", start=40),
+    from .test_typologies import DAY, cycle_events, everyday, fan_out_events, layer, move
+
+    shapes = [
+        *cycle_events(["CA", "CB", "CC", "CD"]),
+        *fan_out_events(),
+        *(move(f"fi{i}", f"F{i}", "FS", 5000 + 45 * i, 900 + 11 * i) for i in range(6)),
+        *(move(f"sc{i}", "S", f"M{i}", 100 + i, 3000) for i in range(3)),
+        *(move(f"ga{i}", f"M{i}", "T", 300 + i, 2950) for i in range(3)),
+        *(move(f"gi{i}", f"P{i}", "G", 900 + 30 * i, 2000) for i in range(3)),
+        *(move(f"go{i}", "G", f"Q{i}", 1100 + 30 * i, 2900) for i in range(2)),
+        *layer(["K1", "K2"], ["J1", "J2"], "bp", 2000, 1500),
+        *layer(["S1", "S2", "S3"], ["R1", "R2"], "s1", 3000, 1700),
+        *layer(["R1", "R2"], ["U1", "U2"], "s2", 3100, 2400),
+        *(move(f"ch{i}", a, b, 4000 + 120 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("VWXY", "WXYZ"))),
     ]
+    accounts = sorted({x.split("/")[1] for e in shapes for x in (e.sender.node_id, e.receiver.node_id)})
+    events = [*everyday(accounts, start=-10 * DAY), *shapes]
     store.add_transactions(events)
     ref = NetworkxGraphStore()
     ref.add_transactions(events)
-    for ev in events:
+    for ev in shapes:
         assert graph_features(store, ev, window_minutes=30) == graph_features(ref, ev, window_minutes=30)
-    for name in sorted({x for e in events for x in (e.sender.node_id, e.receiver.node_id)}):
-        assert detect_typologies(store, name) == detect_typologies(ref, name)
-    found = {m.typology for e in events for m in detect_typologies(store, e.sender.node_id)}
-    assert found == {
-        "cycle",
-        "scatter-gather",
-        "fan-out",
-        "fan-in",
-        "gather-scatter",
-        "bipartite",
-        "stack",
-        "random",
-    }
+    window = (T0, T0 + timedelta(days=6))
+    found = set()
+    for name in accounts:
+        got = detect_typologies(store, acct(name), window)
+        assert got == detect_typologies(ref, acct(name), window)
+        found |= {m.typology for m in got}
+    assert found == set(TYPOLOGIES)
