@@ -416,6 +416,141 @@ def trace(
     console.print_json(t.to_json())
 
 
+graph_app = typer.Typer(no_args_is_help=True, help="Analyst queries on the transaction graph (read-only).")
+app.add_typer(graph_app, name="graph")
+
+_Start = Annotated[Optional[str], typer.Option(help="window start, YYYY-MM-DDTHH:MM")]
+_End = Annotated[Optional[str], typer.Option(help="window end, YYYY-MM-DDTHH:MM")]
+_Json = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+_Out = Annotated[Optional[Path], typer.Option(help="run folder holding graph.jsonl [default: AUDITFLOW_OUT_DIR]")]
+
+
+def _window(start: str | None, end: str | None):
+    def parse(text: str | None) -> datetime | None:
+        try:
+            return datetime.strptime(text, "%Y-%m-%dT%H:%M") if text else None
+        except ValueError:
+            raise _fail(f"{text!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
+
+    return (parse(start), parse(end)) if start or end else None
+
+
+def _graph_query(call):
+    try:
+        return call()
+    except ValueError as e:
+        raise _fail(str(e), code=2) from None
+
+
+def _usd(cents: int) -> str:
+    return f"{cents / 100:,.2f}"
+
+
+@graph_app.command("trace")
+def graph_trace(
+    account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
+    hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
+    direction: Annotated[str, typer.Option(help="out (where the money went) or in (where it came from)")] = "out",
+    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+) -> None:
+    """Follow the money from (or into) an account, hop by hop, in time order."""
+    settings = _settings(out_dir=out)
+    t = _graph_query(lambda: flow.graph_trace(settings, account, hops=hops, direction=direction,
+                                              window=_window(start, end)))
+    if json_:
+        console.print_json(t.to_json())
+        return
+    edges_into = {}
+    for e in t.edges:
+        edges_into.setdefault(e.dst if t.direction == "out" else e.src, []).append(e)
+    table = Table(title=f"trace {t.trace_id} from {t.root} ({t.direction}, {t.max_hops} hops)")
+    for col in ("hop", "account", "via", "path (event ids)"):
+        table.add_column(col)
+    for n in t.nodes:
+        table.add_row(str(n.hop_depth), n.node_id + (" (hub)" if n.node_id in t.hubs else ""),
+                      ", ".join(n.upstream_ids), " > ".join(n.path))
+    console.print(table)
+    if t.cuts:
+        cuts = Table(title="cut")
+        for col in ("hop", "account", "reason", "dropped"):
+            cuts.add_column(col)
+        for c in t.cuts:
+            cuts.add_row(str(c.hop), c.node_id or "(all)", c.reason, str(c.dropped))
+        console.print(cuts)
+    console.print(f"{len(t.nodes)} accounts, {len(t.edges)} transfers on {t.backend}")
+
+
+@graph_app.command("paths")
+def graph_paths(
+    source: Annotated[str, typer.Argument(help="BANK/ACCOUNT the money left")],
+    target: Annotated[str, typer.Argument(help="BANK/ACCOUNT it reached")],
+    max_hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
+    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+) -> None:
+    """Time-ordered money paths from one account to another, fewest hops first."""
+    settings = _settings(out_dir=out)
+    paths = _graph_query(lambda: flow.graph_paths(settings, source, target, max_hops=max_hops,
+                                                  window=_window(start, end)))
+    if json_:
+        console.print_json(json.dumps([[{"event_id": e.event_id, "src": e.src, "dst": e.dst,
+                                          "amount": str(e.amount_paid.to_decimal()), "currency": e.amount_paid.currency,
+                                          "timestamp": e.timestamp.strftime("%Y-%m-%dT%H:%M")} for e in p]
+                                        for p in paths]))
+        return
+    table = Table(title=f"money paths {source} -> {target}")
+    for col in ("#", "hops", "accounts", "first", "last"):
+        table.add_column(col)
+    for i, p in enumerate(paths, 1):
+        table.add_row(str(i), str(len(p)), " > ".join([p[0].src, *(e.dst for e in p)]),
+                      f"{p[0].timestamp:%Y-%m-%d %H:%M}", f"{p[-1].timestamp:%Y-%m-%d %H:%M}")
+    console.print(table)
+    console.print(f"{len(paths)} paths")
+
+
+@graph_app.command("neighborhood")
+def graph_neighborhood(
+    account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
+    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+) -> None:
+    """An account's counterparties: transfers and US dollars each way."""
+    settings = _settings(out_dir=out)
+    nb = _graph_query(lambda: flow.graph_neighborhood(settings, account, window=_window(start, end)))
+    if json_:
+        console.print_json(json.dumps({"account": nb.account, "truncated": nb.truncated, "counterparties": [
+            {"counterparty": r.counterparty, "sent": r.sent, "sent_usd_cents": r.sent_usd_cents,
+             "received": r.received, "received_usd_cents": r.received_usd_cents,
+             "first": r.first.strftime("%Y-%m-%dT%H:%M"), "last": r.last.strftime("%Y-%m-%dT%H:%M")}
+            for r in nb.rows]}))
+        return
+    table = Table(title=f"counterparties of {nb.account}" + (" (cut)" if nb.truncated else ""))
+    for col in ("counterparty", "sent", "USD sent", "received", "USD received", "first", "last"):
+        table.add_column(col, justify="right" if col.startswith(("sent", "USD", "received")) else "left")
+    for r in nb.rows:
+        table.add_row(r.counterparty, str(r.sent), _usd(r.sent_usd_cents), str(r.received), _usd(r.received_usd_cents),
+                      f"{r.first:%Y-%m-%d %H:%M}", f"{r.last:%Y-%m-%d %H:%M}")
+    console.print(table)
+
+
+@graph_app.command("typology")
+def graph_typology(
+    account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
+    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+) -> None:
+    """The laundering typology instances an account takes part in."""
+    settings = _settings(out_dir=out)
+    found = _graph_query(lambda: flow.graph_typology(settings, account, window=_window(start, end)))
+    if json_:
+        console.print_json(json.dumps([m.to_dict() for m in found]))
+        return
+    table = Table(title=f"typologies around {account}")
+    for col in ("typology", "accounts", "transfers", "hops", "why"):
+        table.add_column(col)
+    for m in found:
+        table.add_row(m.typology, str(len(m.accounts)), str(len(m.event_ids)), str(len(m.hops)), m.explanation)
+    console.print(table)
+    console.print(f"{len(found)} findings")
+
+
 keys_app = typer.Typer(no_args_is_help=True, help="Ed25519 signing keys and the published public keys.")
 app.add_typer(keys_app, name="keys")
 

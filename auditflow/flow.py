@@ -487,6 +487,49 @@ def trace_and_typologies(store, alert: Alert, settings: Settings):
     return trace, matches
 
 
+# ---------------------------------------------------------------------------- analyst graph queries
+
+Window = tuple[datetime | None, datetime | None] | None
+
+
+def graph_trace(settings: Settings, account: str, *, hops: int | None = None, direction: str = "out",
+                window: Window = None):
+    """``auditflow graph trace``: the money from (``out``) or into (``in``) an account, as an
+    :class:`~auditflow.records.EvidenceTrace`. ``ValueError`` on a bad argument."""
+    from evidence_graph import trace_evidence
+
+    with open_graph(settings) as store:
+        return trace_evidence(store, account, max_hops=hops or settings.trace_hops, direction=direction,
+                              fanout_cap=settings.trace_fanout_cap, window=window)
+
+
+def graph_paths(settings: Settings, source: str, target: str, *, max_hops: int | None = None,
+                window: Window = None):
+    """``auditflow graph paths``: time-ordered money paths ``source -> target`` (tuples of
+    :class:`~evidence_graph.GraphEdge`), fewest hops first."""
+    from evidence_graph.queries import money_paths
+
+    with open_graph(settings) as store:
+        return money_paths(store, source, target, max_hops or settings.trace_hops, window=window,
+                           fanout_cap=settings.trace_fanout_cap)
+
+
+def graph_neighborhood(settings: Settings, account: str, *, window: Window = None):
+    """``auditflow graph neighborhood``: the account's counterparties, most money first."""
+    from evidence_graph.queries import neighborhood
+
+    with open_graph(settings) as store:
+        return neighborhood(store, account, window=window)
+
+
+def graph_typology(settings: Settings, account: str, *, window: Window = None):
+    """``auditflow graph typology``: the typology instances the account takes part in."""
+    from evidence_graph import detect_typologies
+
+    with open_graph(settings) as store:
+        return detect_typologies(store, account, window)
+
+
 @dataclass(frozen=True)
 class AlertReportResult:
     """``auditflow report ALERT_ID``: the report published (``status`` ``written``, ``unchanged``

@@ -8,10 +8,14 @@ This package owns:
 * The backends: :class:`NetworkxGraphStore` (in memory, or file-backed JSON lines shared across
   processes) and :class:`Neo4jGraphStore` (a Neo4j 5 server; the driver is imported on first use).
   :func:`open_store` picks one from a URL.
-* :func:`trace_evidence`: the one BFS every backend runs, giving an
-  :class:`~auditflow.records.EvidenceTrace` with the same ``trace_id`` on any backend.
-* :func:`graph_features` (:data:`GRAPH_FEATURE_NAMES`, :data:`GRAPH_FEATURE_DESCRIPTIONS`) and
-  :func:`detect_typologies` (:class:`TypologyMatch`, :data:`TYPOLOGIES`).
+* :func:`follow_money` (``follow``): the one temporal BFS -- downstream or upstream, money only
+  flowing forward in time, per-hop horizon, fan-out caps, hubs, global budgets (:class:`Budget`)
+  -- that traces, typologies, graph features and the analyst queries all run.
+* :func:`trace_evidence`: a search written down as an :class:`~auditflow.records.EvidenceTrace`
+  with the same ``trace_id`` on any backend.
+* :func:`graph_features` (:data:`GRAPH_FEATURE_NAMES`, :data:`GRAPH_FEATURE_DESCRIPTIONS`),
+  :func:`detect_typologies` (:class:`TypologyMatch`, :data:`TYPOLOGIES`), and the analyst's
+  :func:`money_paths` and :func:`neighborhood` (``queries``).
 
 >>> with open_store("memory:") as store:
 ...     trace_evidence(store, "010/A").nodes[0].hop_depth
@@ -29,6 +33,8 @@ from evidence_graph.graph_features import (
     GRAPH_FEATURE_NAMES,
     graph_features,
 )
+from evidence_graph.follow import Budget, follow_money
+from evidence_graph.queries import money_paths, neighborhood
 from evidence_graph.store import GraphEdge, GraphStore
 from evidence_graph.trace import trace_evidence
 from evidence_graph.typologies import TYPOLOGIES, TypologyMatch, detect_typologies
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
     from evidence_graph.neo4j_store import Neo4jGraphStore
 
 __all__ = [
+    "Budget",
     "GRAPH_FEATURE_DESCRIPTIONS",
     "GRAPH_FEATURE_NAMES",
     "TYPOLOGIES",
@@ -46,7 +53,10 @@ __all__ = [
     "NetworkxGraphStore",
     "TypologyMatch",
     "detect_typologies",
+    "follow_money",
     "graph_features",
+    "money_paths",
+    "neighborhood",
     "open_store",
     "trace_evidence",
 ]
