@@ -348,3 +348,17 @@ def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStor
         assert got == detect_typologies(ref, acct(name), window)
         found |= {m.typology for m in got}
     assert found == set(TYPOLOGIES)
+
+
+def test_the_time_budget_stops_a_trace_and_says_where(store: GraphStore) -> None:
+    from evidence_graph.follow import Budget, follow_money
+    from evidence_graph.store import GraphQueryTimeout
+
+    store.add_transactions(chain("ABCDEF"))
+    ticks = iter([0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0])  # the clock jumps past the budget after hop 1
+
+    flow = follow_money(store, acct("A"), budget=Budget(max_seconds=1.0), clock=lambda: next(ticks))
+    assert {n.split("/")[1] for n in flow.nodes} == {"A", "B"}
+    assert [(c.hop, c.reason, c.dropped) for c in flow.cuts] == [(2, "time budget", 1)]
+    with pytest.raises(GraphQueryTimeout):  # no time left: the backend is not even asked
+        store.expand([(acct("A"), None, None)], timeout=0.0)
