@@ -551,6 +551,27 @@ def graph_typology(
     console.print(f"{len(found)} findings")
 
 
+serve_app = typer.Typer(no_args_is_help=True, help="Long-running services.")
+app.add_typer(serve_app, name="serve")
+
+
+@serve_app.command("analyst")
+def serve_analyst(out: _Out = None) -> None:
+    """The read-only analyst HTTP API (OpenAPI at /docs) on AUDITFLOW_ANALYST_LISTEN, tokens from
+    AUDITFLOW_ANALYST_TOKENS_FILE."""
+    import uvicorn
+
+    from auditflow.analyst_api import create_app
+
+    settings = _settings(out_dir=out)
+    try:
+        api = create_app(settings)
+    except ValueError as e:
+        raise _fail(str(e), code=2) from None
+    host, _, port = settings.analyst_listen.rpartition(":")
+    uvicorn.run(api, host=host, port=int(port), log_level="info")
+
+
 keys_app = typer.Typer(no_args_is_help=True, help="Ed25519 signing keys and the published public keys.")
 app.add_typer(keys_app, name="keys")
 

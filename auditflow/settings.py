@@ -64,6 +64,11 @@ AUDITFLOW_SCHEDULE_DAILY           cron of the daily compliance summary (a perio
 AUDITFLOW_SCHEDULE_WEEKLY          cron of the weekly compliance summary            ``0 0 * * 1``
 AUDITFLOW_SCHEDULE_START           first period ``schedule run`` catches up from    the first alert
                                    (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM``)
+AUDITFLOW_ANALYST_TOKENS_FILE      bearer tokens the analyst API accepts (secret;   unset: the API refuses
+                                   one line, comma-separated: rotation adds one)    to start
+AUDITFLOW_ANALYST_LISTEN           ``HOST:PORT`` ``serve analyst`` listens on       ``127.0.0.1:8088``
+AUDITFLOW_ANALYST_TIMEOUT_S        per-query time limit of the analyst API          ``5``
+AUDITFLOW_ANALYST_MAX_RESULTS      most items one analyst API page returns          ``500``
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
@@ -151,6 +156,10 @@ class Settings(BaseSettings):
     schedule_daily: str = "0 0 * * *"
     schedule_weekly: str = "0 0 * * 1"
     schedule_start: datetime | None = None
+    analyst_tokens_file: Path | None = None
+    analyst_listen: str = Field(default="127.0.0.1:8088", pattern=r"^[^:\s]+:[0-9]{1,5}$")
+    analyst_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    analyst_max_results: int = Field(default=500, ge=1, le=100_000)
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")
@@ -257,6 +266,15 @@ class Settings(BaseSettings):
         """The compliance summaries ``schedule run`` produces: name -> cron (empty ones are off)."""
         return {name: cron for name, cron in (("daily", self.schedule_daily), ("weekly", self.schedule_weekly))
                 if cron}
+
+    def analyst_tokens(self) -> tuple[SecretStr, ...]:
+        """The analyst API's accepted tokens, read from ``analyst_tokens_file`` (comma-separated
+        on one line); ``ConfigError`` without a file (the API never runs unauthenticated)."""
+        if self.analyst_tokens_file is None:
+            raise ConfigError("the analyst API needs tokens: write them (comma-separated, one line, mode 0600) "
+                              "to a file and set AUDITFLOW_ANALYST_TOKENS_FILE")
+        tokens = [t.strip() for t in read_secret_file(self.analyst_tokens_file).split(",") if t.strip()]
+        return tuple(SecretStr(t) for t in tokens)
 
     @property
     def trace_horizon(self) -> timedelta:
