@@ -133,10 +133,8 @@ def naive(store, roots, cap_s: float):
 
 
 def typology_scores(quick: bool, seed: int):
-    from auditflow.typologies import from_amlworld_label
     from evidence_graph import NetworkxGraphStore
     from evidence_graph.evaluation import score_typologies
-    from ingest.amlworld import format_row, row_key
     from ingest.synthetic import generate
 
     accounts = 800 if quick else 2000
@@ -144,13 +142,7 @@ def typology_scores(quick: bool, seed: int):
     store = NetworkxGraphStore()
     store.add_transactions(ds.events)
     start = ds.events[0].timestamp.replace(hour=0, minute=0) + timedelta(days=7)
-    by_key = {row_key(format_row(e)): e for e in ds.events if e.is_laundering}
-    instances = []
-    for a in ds.attempts:
-        evs = [by_key[row_key(r)] for r in a.rows]
-        if evs[0].timestamp >= start:
-            members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
-            instances.append((from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members))
+    instances = ds.planted(start)
     t0 = time.perf_counter()
     scores = score_typologies(store, instances, [r.node_id for r in ds.lookalikes()],
                               (start, ds.events[-1].timestamp))

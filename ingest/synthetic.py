@@ -216,6 +216,21 @@ class Dataset:
         """The legitimate high-degree accounts (merchants, payroll processors, exchanges)."""
         return [a.ref for a in self.accounts if a.kind in ("merchant", "payroll", "exchange")]
 
+    def planted(self, start: datetime) -> list[tuple[str, frozenset[str], tuple[str, ...]]]:
+        """The answer key's attempts that begin at or after ``start``, as typology scoring takes
+        them: (typology name, event ids, member accounts sorted)."""
+        from auditflow.typologies import from_amlworld_label
+        from ingest.amlworld import format_row, row_key
+
+        by_key = {row_key(format_row(e)): e for e in self.events if e.is_laundering}
+        out = []
+        for a in self.attempts:
+            evs = [by_key[row_key(r)] for r in a.rows]
+            if evs[0].timestamp >= start:
+                members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
+                out.append((from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members))
+        return out
+
 
 def _weighted(pairs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], list[float]]:
     return tuple(p[0] for p in pairs), list(accumulate(p[1] for p in pairs))

@@ -11,7 +11,6 @@ from datetime import timedelta
 import pytest
 
 from auditflow.money import Money
-from auditflow.typologies import from_amlworld_label
 from evidence_graph import TYPOLOGIES, NetworkxGraphStore, TypologyMatch, detect_typologies
 from evidence_graph.evaluation import score_typologies
 from evidence_graph.testing import T0, acct, tx
@@ -198,20 +197,13 @@ def generated():
     """12 days of 800 accounts with planted typologies (1.5% of rows) and look-alikes: small
     payrolls, shops, rents, exchanges, merchants, payroll processors; scored over the last five
     days (a week of history behind them, so weekly payments are recognisably recurring)."""
-    from ingest.amlworld import format_row, row_key
     from ingest.synthetic import generate
 
     ds = generate(accounts=800, days=12, laundering_rate=0.015, seed=5)
     store = NetworkxGraphStore()
     store.add_transactions(ds.events)
     start = ds.events[0].timestamp.replace(hour=0, minute=0) + timedelta(days=7)
-    by_key = {row_key(format_row(e)): e for e in ds.events if e.is_laundering}
-    instances = []
-    for a in ds.attempts:
-        evs = [by_key[row_key(r)] for r in a.rows]
-        if evs[0].timestamp >= start:
-            members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
-            instances.append((from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members))
+    instances = ds.planted(start)
     scores = score_typologies(store, instances, [r.node_id for r in ds.lookalikes()], (start, ds.events[-1].timestamp))
     return instances, scores
 
