@@ -118,6 +118,13 @@ def _ts(dt) -> str:
     return dt.strftime("%Y-%m-%d %H:%M")
 
 
+def _cut_reasons(trace: EvidenceTrace) -> str:
+    """Why a truncated trace was cut, as its cuts say (first seen first): fan-out cap, amount,
+    hub, node/edge/time budget; a trace recorded before cuts were kept says it was cut, no more."""
+    reasons = list(dict.fromkeys(c.reason for c in trace.cuts))
+    return ", ".join(reasons) if reasons else "reason not recorded"
+
+
 def _short(digest: str) -> str:
     return digest if len(digest) <= SHORT_DIGEST else digest[:SHORT_DIGEST] + "..."
 
@@ -237,7 +244,7 @@ def _executive_summary(case: ReportCase) -> list:
         f"Strongest factors: {_reasons_text(case.reason_codes)}.",
         f"Typologies: {', '.join(typ)}." if typ else "Typologies: none matched.",
         f"Evidence: {len(case.trace.nodes)} accounts and {len(case.trace.edges)} transfers within "
-        f"{case.trace.max_hops} hops" + (" (fan-out capped)." if case.trace.truncated else "."),
+        f"{case.trace.max_hops} hops" + (f" (cut: {_cut_reasons(case.trace)})." if case.trace.truncated else "."),
     ]
     return [Paragraph("Executive summary", STYLES["h2"]), _lines(lines, "body")]
 
@@ -436,8 +443,9 @@ def _trace_section(trace: EvidenceTrace) -> list:
     out: list = [Paragraph("Evidence trace", STYLES["h2"]), _key_value_table(params)]
     if trace.truncated:
         out.append(Spacer(1, 3))
-        out.append(_p("The fan-out cap dropped edges: this trace does not show every transfer "
-                      "of the accounts it reached.", "warn"))
+        hubs = f" Hubs reached but not expanded: {', '.join(trace.hubs)}." if trace.hubs else ""
+        out.append(_p(f"The trace was cut ({_cut_reasons(trace)}): it does not show every transfer "
+                      f"of the accounts it reached.{hubs}", "warn"))
 
     drawing, info = trace_subgraph(trace, width=CONTENT_W)
     legend = ("Columns are hop depths, accounts sorted by id; the root is highlighted; arrows point "

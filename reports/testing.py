@@ -16,6 +16,7 @@ from auditflow.records import (
     EvidenceTrace,
     ReasonCode,
     TraceEdge,
+    TraceCut,
     TraceNode,
     TransactionEvent,
     alert_id_for,
@@ -122,7 +123,8 @@ def make_big_trace(width: int = 30, hops: int = 4) -> EvidenceTrace:
             nxt.append(node)
         frontier = nxt
     return EvidenceTrace("trace-big0000000000001", ROOT, "out", hops, 50, None, None,
-                         tuple(nodes), tuple(edges), backend="networkx", truncated=True)
+                         tuple(nodes), tuple(edges), backend="networkx", truncated=True,
+                         cuts=(TraceCut(hops, "", "fan-out cap", 12), TraceCut(1, ROOT, "hub", 3)))
 
 
 
