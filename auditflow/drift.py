@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -125,34 +126,64 @@ def metric(name: str, ref: Sequence[float], cur: Sequence[float], alpha: float =
     return f(ref, cur, alpha)
 
 
-def _metric_rows(name: str, ref: np.ndarray, samples: np.ndarray, alpha: float) -> np.ndarray:
-    """The metric of each row of ``samples`` against ``ref``, vectorized (the same definitions as
-    :func:`psi`, :func:`kl`, :func:`js_distance`; needs ``alpha`` > 0)."""
-    lp = np.log(ref + alpha) - np.log(ref.sum() + alpha * ref.size)
-    lq = np.log(samples + alpha) - np.log(samples.sum(axis=1, keepdims=True) + alpha * ref.size)
+def metric_rows(name: str, ref: np.ndarray, samples: np.ndarray, alpha: float) -> np.ndarray:
+    """The metric of each row of ``samples`` against ``ref`` (one histogram for all rows, or one
+    per row), vectorized: the same definitions as :func:`psi`, :func:`kl`, :func:`js_distance`
+    (needs ``alpha`` > 0)."""
+    k = samples.shape[-1]
+    lp = np.log(ref + alpha) - np.log(ref.sum(axis=-1, keepdims=True) + alpha * k)
+    lq = np.log(samples + alpha) - np.log(samples.sum(axis=-1, keepdims=True) + alpha * k)
     if name == "psi":
-        return np.sum((np.exp(lq) - np.exp(lp)) * (lq - lp), axis=1)
+        return np.sum((np.exp(lq) - np.exp(lp)) * (lq - lp), axis=-1)
     if name == "kl":
-        return np.maximum(0.0, np.sum(np.exp(lq) * (lq - lp), axis=1))
+        return np.maximum(0.0, np.sum(np.exp(lq) * (lq - lp), axis=-1))
     if name == "js":
         lm = np.logaddexp(lp, lq) - math.log(2.0)
-        div = 0.5 * np.sum(np.exp(lp) * (lp - lm), axis=1) + 0.5 * np.sum(np.exp(lq) * (lq - lm), axis=1)
+        div = 0.5 * np.sum(np.exp(lp) * (lp - lm), axis=-1) + 0.5 * np.sum(np.exp(lq) * (lq - lm), axis=-1)
         return np.minimum(1.0, np.sqrt(np.maximum(0.0, div) / math.log(2.0)))
     raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})")
+
+
+def calibration_size(n: int, min_count: int = DEFAULT_MIN_COUNT) -> int:
+    """The window size thresholds are calibrated at: the largest point of the grid
+    ``min_count * 2**(j/8)`` (j = 0, 1, ...) at or below ``n`` (within 9 % of it, never above, so the
+    thresholds are those of a slightly smaller window: a little wider, on the side of fewer false
+    alarms). Windows of similar size share one calibration, so a stream's scoring costs a few
+    calibrations per feature and segment, not one per window.
+
+    >>> [calibration_size(n, 200) for n in (200, 217, 218, 1000, 1_000_000)]
+    [200, 200, 218, 951, 974198]
+    """
+    if n < min_count:
+        return n
+    j = math.floor(8 * math.log2(n / min_count) + 1e-9)
+    while math.floor(min_count * 2 ** ((j + 1) / 8)) <= n:
+        j += 1
+    while j > 0 and math.floor(min_count * 2 ** (j / 8)) > n:
+        j -= 1
+    return math.floor(min_count * 2 ** (j / 8))
 
 
 def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
                     draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
     """The metric of ``draws`` windows of ``n`` events drawn from the reference's own
     distribution (multinomial on its counts, seeded): what an unchanged stream gives at that size."""
+    return reference_draws_all(ref, n, (name,), alpha=alpha, draws=draws, seed=seed)[name]
+
+
+def reference_draws_all(ref: Sequence[int], n: int, names: Sequence[str] = METRICS, *,
+                        alpha: float = DEFAULT_SMOOTHING, draws: int = DEFAULT_DRAWS,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+    """:func:`reference_draws` of several metrics over the same drawn windows (one draw)."""
     ref_arr = np.asarray(ref, dtype=np.int64)
     if n <= 0 or ref_arr.sum() <= 0:
-        return np.zeros(0)
+        return {m: np.zeros(0) for m in names}
     rng = np.random.default_rng([seed, n, len(ref_arr)])
     samples = rng.multinomial(n, ref_arr / ref_arr.sum(), size=draws)
     if alpha > 0:
-        return _metric_rows(name, ref_arr.astype(np.float64), samples.astype(np.float64), alpha)
-    return np.array([metric(name, ref_arr.tolist(), s.tolist(), alpha) for s in samples])
+        ref_f, samples_f = ref_arr.astype(np.float64), samples.astype(np.float64)
+        return {m: metric_rows(m, ref_f, samples_f, alpha) for m in names}
+    return {m: np.array([metric(m, ref_arr.tolist(), s.tolist(), alpha) for s in samples]) for m in names}
 
 
 def calibrated_thresholds(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
@@ -198,3 +229,110 @@ def status(value: float, n_cur: int, thresholds: tuple[float, float], *, constan
         return "insufficient_data"
     warn, drift = thresholds
     return "drift" if value > drift else "warn" if value > warn else "ok"
+
+
+# ---------------------------------------------------------------------------- alert rules
+
+#: What a rule's condition looks at in one window: each record's status (``status``), or the mean
+#: value of a group's judged records (``mean_above``).
+RULE_KINDS = ("status", "mean_above")
+#: What a group is cut by.
+RULE_GROUP_KEYS = ("feature", "segment")
+#: What a rule asks for besides the alert.
+RULE_ACTIONS = ("alert", "resample_reference")
+JUDGED = ("ok", "warn", "drift")
+
+
+@dataclass(frozen=True)
+class DriftRule:
+    """A drift alert rule: per group (``group_by`` of feature and segment; ``()``: every record
+    of the window together), a condition on one metric's records of a window; the rule fires on
+    the window where the condition has held for exactly ``consecutive`` windows in a row (once per
+    run of windows; it fires again after the condition lapsed).
+
+    * ``kind="status"``: some record of the group has a status in ``statuses`` (and, with
+      ``significant``, survived Benjamini-Hochberg).
+    * ``kind="mean_above"``: the mean value of the group's judged records is above ``above``.
+
+    "Drift on 3 consecutive windows":
+    ``{"name": "sustained", "metric": "psi", "kind": "status", "consecutive": 3}``; "average drift
+    score per group per minute above 0.85 raises an alert and re-samples the reference" (with
+    one-minute windows): ``{"name": "group-mean", "metric": "js", "kind": "mean_above",
+    "above": 0.85, "group_by": ["segment"], "action": "resample_reference"}``.
+
+    >>> DriftRule.from_dict({"name": "x", "metric": "js", "kind": "mean_above", "above": 0.85}).group_by
+    ('feature', 'segment')
+    """
+
+    name: str
+    metric: str
+    kind: str = "status"
+    consecutive: int = 1
+    group_by: tuple[str, ...] = RULE_GROUP_KEYS
+    statuses: tuple[str, ...] = ("drift",)
+    significant: bool = True
+    above: float | None = None
+    features: tuple[str, ...] = ()  # only these features (all when empty)
+    segments: tuple[str, ...] = ()  # only these segments (all when empty)
+    action: str = "alert"
+
+    def __post_init__(self) -> None:
+        def bad(field: str, value, why: str):
+            raise ValueError(f"drift rule {self.name!r}: {field}={value!r}: {why}")
+
+        if not self.name:
+            bad("name", self.name, "a rule needs a name")
+        if self.metric not in METRICS:
+            bad("metric", self.metric, f"expected one of {', '.join(METRICS)}")
+        if self.kind not in RULE_KINDS:
+            bad("kind", self.kind, f"expected one of {', '.join(RULE_KINDS)}")
+        if not isinstance(self.consecutive, int) or isinstance(self.consecutive, bool) or not 1 <= self.consecutive <= 1000:
+            bad("consecutive", self.consecutive, "expected an integer from 1 to 1000")
+        if any(g not in RULE_GROUP_KEYS for g in self.group_by) or len(set(self.group_by)) != len(self.group_by):
+            bad("group_by", list(self.group_by), f"expected distinct keys of {', '.join(RULE_GROUP_KEYS)}")
+        if any(s not in STATUSES for s in self.statuses) or not self.statuses:
+            bad("statuses", list(self.statuses), f"expected some of {', '.join(STATUSES)}")
+        if self.kind == "mean_above":
+            if not isinstance(self.above, (int, float)) or isinstance(self.above, bool) or not math.isfinite(self.above):
+                bad("above", self.above, "a mean_above rule needs a finite number")
+        elif self.above is not None:
+            bad("above", self.above, "only a mean_above rule takes one")
+        if self.action not in RULE_ACTIONS:
+            bad("action", self.action, f"expected one of {', '.join(RULE_ACTIONS)}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DriftRule:
+        if not isinstance(d, dict):
+            raise ValueError(f"a drift rule is an object, got {d!r}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"drift rule {d.get('name')!r}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        kw = dict(d)
+        for k in ("group_by", "statuses", "features", "segments"):
+            if k in kw:
+                if not isinstance(kw[k], (list, tuple)):
+                    raise ValueError(f"drift rule {d.get('name')!r}: {k}={kw[k]!r}: expected a list")
+                kw[k] = tuple(kw[k])
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+#: The rules a job runs unless configured otherwise: drift confirmed (significant after
+#: Benjamini-Hochberg) on 3 consecutive windows, per feature and segment.
+DEFAULT_RULES = (DriftRule("sustained-drift", "psi", "status", consecutive=3),)
+
+
+def parse_rules(doc) -> tuple[DriftRule, ...]:
+    """Rules from a configuration document: a list of rule objects, or ``{"rules": [...]}``."""
+    if isinstance(doc, dict) and "rules" in doc:
+        doc = doc["rules"]
+    if not isinstance(doc, list):
+        raise ValueError("drift rules: expected a list of rule objects (or {\"rules\": [...]})")
+    rules = tuple(DriftRule.from_dict(d) for d in doc)
+    names = [r.name for r in rules]
+    if len(set(names)) != len(names):
+        raise ValueError(f"drift rules: duplicate rule name in {names}")
+    return rules

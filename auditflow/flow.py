@@ -12,12 +12,13 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditflow.errors import ConfigError
 from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent
 from auditflow.settings import Settings
 from auditflow.version import code_version
@@ -201,6 +202,8 @@ class StreamResult:
     seconds: float
     late: list[RejectedRecord] = field(default_factory=list)  # behind the watermark: split off
     duplicates: int = 0  # records whose event id was already seen: dropped before features
+    drift_records: list[dict] = field(default_factory=list)  # pipelines.drift.DriftRecord dicts
+    drift_alerts: list[dict] = field(default_factory=list)  # pipelines.drift.DriftAlert dicts
 
 
 def stream_spec(model_dir: str | Path, settings: Settings):
@@ -219,7 +222,21 @@ def stream_spec(model_dir: str | Path, settings: Settings):
         out_of_orderness_ms=settings.out_of_orderness_ms,
         allowed_lateness_ms=settings.allowed_lateness_ms,
         time_window=settings.event_time_window,
+        drift=drift_spec(settings),
     )
+
+
+def drift_spec(settings: Settings):
+    """What the stream job scores drift against (``AUDITFLOW_DRIFT_REFERENCE``; None: no drift),
+    with the window and the alert rules (``AUDITFLOW_DRIFT_RULES_FILE``, else the default)."""
+    if settings.drift_reference is None:
+        return None
+    from pipelines.drift import load_drift_spec
+
+    try:
+        return load_drift_spec(settings.drift_reference, settings.drift_window_minutes, settings.drift_rules_file)
+    except ValueError as e:
+        raise ConfigError(f"drift (AUDITFLOW_DRIFT_REFERENCE / AUDITFLOW_DRIFT_RULES_FILE): {e}") from None
 
 
 def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> StreamResult:
@@ -234,7 +251,8 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     seconds = time.perf_counter() - t0
     candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
     return StreamResult(out.records_in, out.processed, out.rejects, candidates, seconds, late=out.late,
-                        duplicates=len(out.duplicates))
+                        duplicates=len(out.duplicates), drift_records=out.drift_records,
+                        drift_alerts=out.drift_alerts)
 
 
 def checkpoint_dir(settings: Settings) -> Path:
@@ -268,6 +286,7 @@ def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "audi
     return KafkaJobConfig(
         bootstrap=settings.kafka_bootstrap, topic_transactions=settings.topic_transactions,
         topic_alerts=settings.topic_alerts, topic_dlq=settings.topic_dlq,
+        topic_drift_scores=settings.topic_drift_scores, topic_drift_alerts=settings.topic_drift_alerts,
         connector_jar=check_connector_jar(str(settings.flink_kafka_jar) if settings.flink_kafka_jar else None),
         group_id=group_id, bounded=bounded, job_name=job_name,
         checkpoint_dir=str(checkpoint_dir(settings)), checkpoint_interval_ms=settings.checkpoint_interval_ms,
@@ -312,7 +331,9 @@ def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool
     cmd = [os.path.join(flink_home, "bin", "flink"), "run", *(["--detached"] if detached else []),
            "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
            "-pyexec", sys.executable, "-py", str(Path(kafka_job.__file__).resolve()),
-           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings)),
+           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings),
+                                    drift_reference=settings.drift_reference,
+                                    drift_rules_file=settings.drift_rules_file),
            *(["--detached"] if detached else [])]
     # The client's own environment (the job's settings are its arguments), less what a local
     # PyFlink job run earlier in this process (loopback mode) left behind for its Python workers.
@@ -697,12 +718,15 @@ class RunPaths:
     alerts: Path
     summary: Path
     reports_dir: Path
+    drift_scores: Path
+    drift_alerts: Path
 
     @classmethod
     def under(cls, out_dir: str | Path) -> RunPaths:
         out = Path(out_dir)
         return cls(out, out / "rejects.jsonl", out / "fast_alerts.jsonl", out / "alerts.jsonl",
-                   out / "run_summary.json", out / REPORTS_DIRNAME)
+                   out / "run_summary.json", out / REPORTS_DIRNAME, out / "drift_scores.jsonl",
+                   out / "drift_alerts.jsonl")
 
 
 class CountMismatch(RuntimeError):
@@ -823,6 +847,9 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]))
     write_jsonl(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
+    if stream.drift_records or stream.drift_alerts:
+        write_jsonl(paths.drift_scores, stream.drift_records)
+        write_jsonl(paths.drift_alerts, stream.drift_alerts)
     check_counts(stream, paths)
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
@@ -902,6 +929,13 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
                     seed=settings.seed + 1)
     progress("train", 0, None)
     training = train(history.transactions, out / MODEL_DIRNAME, settings)
+    if settings.drift_reference is None:  # drift of the live set against the history's second half
+        progress("reference", 0, None)
+        events, _ = read_events(history.transactions, settings)
+        times = sorted(ev.timestamp for ev in events)
+        ref = build_reference(history.transactions, out / MODEL_DIRNAME, settings, times[len(times) // 2],
+                              times[-1] + timedelta(minutes=1))
+        settings = settings.model_copy(update={"drift_reference": ref.path})
     run = stream_and_report(live.transactions, out / MODEL_DIRNAME, settings, max_reports=max_reports,
                             laundering_ids=live.laundering_ids, kafka=kafka, cluster=cluster, started=t0,
                             progress=progress, development_key=True)  # the demo may sign with the dev key
@@ -911,6 +945,8 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
 # ---------------------------------------------------------------------------- drift reference
 
 DRIFT_DIRNAME = "drift"
+#: Model inputs scored within each segment besides the score (all of them are scored overall).
+DEFAULT_SEGMENT_FEATURES = ("amount_usd",)
 
 
 @dataclass
@@ -926,12 +962,19 @@ class ReferenceResult:
 
 
 def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Settings, start: datetime, end: datetime,
-                    *, out_dir: str | Path | None = None) -> ReferenceResult:
+                    *, out_dir: str | Path | None = None,
+                    segment_features: Sequence[str] = DEFAULT_SEGMENT_FEATURES) -> ReferenceResult:
     """``auditflow reference build``: the drift reference of the scoring inputs and the score over
     the events of ``csv_path`` with ``start <= time < end`` (their features computed with the
     whole file before them, as the stream job would, and scored by the model's fast path),
-    written as canonical JSON to ``out_dir`` (default ``OUT_DIR/drift``) named by its id."""
+    written as canonical JSON to ``out_dir`` (default ``OUT_DIR/drift``) named by its id.
+
+    Every model input and the score are scored over all events; within each segment (payment
+    format, currency, bank), the score, ``segment_features`` and the segment dimensions'
+    own distributions (categorical: levels, other, new)."""
     import numpy as np
+
+    from auditflow.drift import SEGMENT_DIMENSIONS
 
     from auditflow.canonical import canonical_json
     from auditflow.features import FEATURE_NAMES
@@ -954,6 +997,7 @@ def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Setti
                 {**{n: float(f[n]) for n in FEATURE_NAMES}, SCORE: float(s)})
             for (ev, f), s in zip(picked, scores)]
     profile = build_profile(rows, (*FEATURE_NAMES, SCORE), model_version=digest,
+                            categorical=SEGMENT_DIMENSIONS, segment_features=(SCORE, *segment_features, *SEGMENT_DIMENSIONS),
                             source={"file": Path(csv_path).name, "sha256": sha256_file(csv_path),
                                     "from": start.isoformat(), "to": end.isoformat()})
     out = Path(out_dir) if out_dir is not None else settings.out_dir / DRIFT_DIRNAME

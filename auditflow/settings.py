@@ -24,6 +24,13 @@ AUDITFLOW_TOPIC_TRANSACTIONS       input topic                                  
 AUDITFLOW_TOPIC_DLQ                dead-letter topic                                ``transactions.dlq``
 AUDITFLOW_TOPIC_ALERTS             fast-path alerts topic                           ``alerts``
 AUDITFLOW_TOPIC_PARTITIONS         partitions of the topics the demo creates        ``3``
+AUDITFLOW_TOPIC_DRIFT_SCORES       drift records topic                              ``drift-scores``
+AUDITFLOW_TOPIC_DRIFT_ALERTS       drift alerts topic                               ``drift-alerts``
+AUDITFLOW_DRIFT_REFERENCE          drift reference (``reference build``'s JSON);    unset: no drift scores
+                                   the stream job scores drift against it
+AUDITFLOW_DRIFT_WINDOW_MINUTES     tumbling event-time window of drift scores       ``60``
+AUDITFLOW_DRIFT_RULES_FILE         drift alert rules (JSON list of rules,           unset: drift on 3
+                                   ``auditflow.drift.DriftRule``)                   consecutive windows
 AUDITFLOW_FLINK_REST               Flink session cluster REST address               ``http://127.0.0.1:8081``
 AUDITFLOW_FLINK_KAFKA_JAR          flink-sql-connector-kafka jar (deploy/ fetches)  unset
 AUDITFLOW_FLINK_HOME               Flink distribution ``job submit`` runs;          the one in ``pyflink``
@@ -131,6 +138,11 @@ class Settings(BaseSettings):
     topic_dlq: str = "transactions.dlq"
     topic_alerts: str = "alerts"
     topic_partitions: int = Field(default=3, ge=1)
+    topic_drift_scores: str = "drift-scores"
+    topic_drift_alerts: str = "drift-alerts"
+    drift_reference: Path | None = None
+    drift_window_minutes: int = Field(default=60, ge=1, le=7 * 1440)
+    drift_rules_file: Path | None = None
     flink_rest: str = "http://127.0.0.1:8081"
     flink_kafka_jar: Path | None = None
     flink_home: Path | None = Field(default=None, validation_alias=AliasChoices("AUDITFLOW_FLINK_HOME", "FLINK_HOME"))

@@ -27,6 +27,7 @@ from functools import cached_property
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -63,6 +64,16 @@ def bin_index(edges: Sequence[float], v: float) -> int:
     return min(bisect.bisect_right(edges, v), interior)
 
 
+def level_index(levels: Sequence[str], others: Sequence[str], value: str) -> int:
+    """A categorical value's bin: its kept level's index, then one bin for the reference's other
+    levels (:data:`auditflow.drift.OTHER_SEGMENT`), then one for a level the reference never saw
+    (:data:`auditflow.drift.NEW_CATEGORY`)."""
+    try:
+        return list(levels).index(value)
+    except ValueError:
+        return len(levels) if value in others else len(levels) + 1
+
+
 def quantile_edges(values: Sequence[float], bins: int = D.DEFAULT_BINS) -> list[float]:
     """The reference's quantiles 0, 1/bins, ..., 1 (numpy's linear ones), ties merged."""
     arr = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
@@ -77,7 +88,7 @@ class Profile:
     """A frozen reference. ``counts[feature][segment]``: the reference's bin counts."""
 
     features: tuple[str, ...]
-    edges: dict[str, list[float]]
+    edges: dict[str, list[float]]  # numeric feature -> bin edges
     segments: dict[str, list[str]]  # dimension -> kept values (most frequent first)
     counts: dict[str, dict[str, list[int]]]
     n: int
@@ -86,10 +97,17 @@ class Profile:
     min_count: int = D.DEFAULT_MIN_COUNT
     model_version: str = ""
     source: dict = field(default_factory=dict)  # what the reference was built from (file, time range)
+    # categorical feature (a segment dimension's value) -> its kept levels; bins: the levels, then
+    # OTHER_SEGMENT (a reference level beyond the cap), then NEW_CATEGORY (one it never saw)
+    levels: dict[str, list[str]] = field(default_factory=dict)
+    other_levels: dict[str, list[str]] = field(default_factory=dict)
+    # the features scored within each segment of a dimension (every feature in ALL_SEGMENT)
+    segment_features: tuple[str, ...] = ()
 
     def body(self) -> dict:
         d = asdict(self)
         d["features"] = list(self.features)
+        d["segment_features"] = list(self.segment_features)
         return {"schema": PROFILE_SCHEMA, **d}
 
     @cached_property
@@ -109,33 +127,65 @@ class Profile:
             raise ValueError(f"not a {PROFILE_SCHEMA} document (schema {d.get('schema')!r})")
         kw = {k: v for k, v in d.items() if k != "schema"}
         kw["features"] = tuple(kw["features"])
+        kw["segment_features"] = tuple(kw.get("segment_features", ()))
         return cls(**kw)
+
+    def nbins(self, feature: str) -> int:
+        if feature in self.levels:
+            return len(self.levels[feature]) + 2
+        return bin_count(self.edges[feature])
+
+    def bin_of(self, feature: str, row: Row) -> int:
+        if feature in self.levels:
+            return level_index(self.levels[feature], self.other_levels.get(feature, ()), row.segments[feature])
+        return bin_index(self.edges[feature], row.values[feature])
+
+    def scored_in_segments(self, feature: str) -> bool:
+        return feature in self.segment_features
 
 
 def build_profile(rows: Iterable[Row], features: Sequence[str], *, bins: int = D.DEFAULT_BINS,
                   segment_cap: int = D.DEFAULT_SEGMENT_CAP, alpha: float = D.DEFAULT_SMOOTHING,
-                  min_count: int = D.DEFAULT_MIN_COUNT, model_version: str = "", source: dict | None = None) -> Profile:
-    """Freeze a reference from scored rows (see the module docstring)."""
+                  min_count: int = D.DEFAULT_MIN_COUNT, model_version: str = "", source: dict | None = None,
+                  categorical: Sequence[str] = (), segment_features: Sequence[str] | None = None) -> Profile:
+    """Freeze a reference from scored rows (see the module docstring). ``categorical``: segment
+    dimensions whose value distribution is itself scored (levels plus an other and a new-level
+    bin); ``segment_features``: the features scored within each segment (default: all)."""
     rows = list(rows)
     if not rows:
         raise ValueError("a drift reference needs at least one row")
-    features = tuple(features)
-    edges = {f: quantile_edges([r.values[f] for r in rows], bins) for f in features}
+    bad = [c for c in categorical if c not in D.SEGMENT_DIMENSIONS]
+    if bad:
+        raise ValueError(f"categorical drift feature {bad[0]!r}: expected one of {', '.join(D.SEGMENT_DIMENSIONS)}")
+    numeric = tuple(f for f in features if f not in categorical)
+    features = (*numeric, *categorical)
+    seg_features = tuple(features if segment_features is None else segment_features)
+    unknown = [f for f in seg_features if f not in features]
+    if unknown:
+        raise ValueError(f"segment feature {unknown[0]!r} is not one of the reference's features")
+    seg_features = tuple(f for f in features if f in seg_features)  # in feature order
+    edges = {f: quantile_edges([r.values[f] for r in rows], bins) for f in numeric}
     freq: dict[str, Counter] = defaultdict(Counter)
     for r in rows:
         for d in D.SEGMENT_DIMENSIONS:
             if d in r.segments:
                 freq[d][r.segments[d]] += 1
-    segments = {d: [v for v, _ in sorted(freq[d].items(), key=lambda kv: (-kv[1], kv[0]))[:segment_cap]]
-                for d in D.SEGMENT_DIMENSIONS if d in freq}
-    draft = Profile(features, edges, segments, {}, len(rows), alpha, bins, min_count, model_version, dict(source or {}))
+    ranked = {d: [v for v, _ in sorted(freq[d].items(), key=lambda kv: (-kv[1], kv[0]))] for d in D.SEGMENT_DIMENSIONS if d in freq}
+    segments = {d: ranked[d][:segment_cap] for d in ranked}
+    levels = {c: ranked[c][:segment_cap] for c in categorical}
+    other_levels = {c: sorted(ranked[c][segment_cap:]) for c in categorical}
+    kw = dict(levels=levels, other_levels=other_levels, segment_features=seg_features)
+    draft = Profile(features, edges, segments, {}, len(rows), alpha, bins, min_count, model_version,
+                    dict(source or {}), **kw)
     counts: dict[str, dict[str, list[int]]] = {f: {} for f in features}
     for r in rows:
         for seg in draft.row_segments(r):
             for f in features:
-                c = counts[f].setdefault(seg, [0] * bin_count(edges[f]))
-                c[bin_index(edges[f], r.values[f])] += 1
-    return Profile(features, edges, segments, counts, len(rows), alpha, bins, min_count, model_version, dict(source or {}))
+                if seg != D.ALL_SEGMENT and f not in seg_features:
+                    continue
+                c = counts[f].setdefault(seg, [0] * draft.nbins(f))
+                c[draft.bin_of(f, r)] += 1
+    return replace(draft, counts=counts)
 
 
 Counts = dict[tuple[int, str, str], list[int]]  # (pane start ms, feature, segment) -> bin counts
@@ -147,17 +197,19 @@ def pane_start(ts_ms: int, window_minutes: int) -> int:
 
 
 def window_counts(profile: Profile, rows: Iterable[Row], window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES) -> Counts:
-    """Bin counts per (pane, feature, segment) of ``rows``."""
+    """Bin counts per (pane, feature, segment) of ``rows``, one row at a time."""
     out: Counts = {}
     for r in rows:
         p = pane_start(r.ts_ms, window_minutes)
         for seg in profile.row_segments(r):
             for f in profile.features:
+                if seg != D.ALL_SEGMENT and not profile.scored_in_segments(f):
+                    continue
                 key = (p, f, seg)
                 c = out.get(key)
                 if c is None:
-                    c = out[key] = [0] * bin_count(profile.edges[f])
-                c[bin_index(profile.edges[f], r.values[f])] += 1
+                    c = out[key] = [0] * profile.nbins(f)
+                c[profile.bin_of(f, r)] += 1
     return out
 
 
@@ -194,67 +246,433 @@ class DriftRecord:
     significant: bool  # after Benjamini-Hochberg over the pane's features x segments (per metric)
     n_ref: int
     n_cur: int
-    out_of_reference: float  # the window's share in the underflow and overflow bins
+    out_of_reference: float  # the window's share outside the reference's bins (under/overflow, new levels)
     alpha: float
+    calibration_n: int  # the window size the thresholds and p-value were drawn at (auditflow.drift.calibration_size)
+    events: int  # the pane's events (all segments)
+    first_offset: int | None  # the smallest and largest source offset (line of the input) of the pane's events
+    last_offset: int | None
 
     def to_dict(self) -> dict:
-        return {"schema": RECORD_SCHEMA, **asdict(self)}
+        d = {"schema": RECORD_SCHEMA}
+        for k in self.__slots__:
+            d[k] = getattr(self, k)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DriftRecord:
+        if d.get("schema") != RECORD_SCHEMA:
+            raise ValueError(f"not a {RECORD_SCHEMA} record (schema {d.get('schema')!r})")
+        return cls(**{k: v for k, v in d.items() if k != "schema"})
+
+    @property
+    def key(self) -> tuple:
+        return (self.model_version, self.reference_id, self.feature, self.segment, self.window_start,
+                self.window_end, self.metric)
 
 
-def _draw_cache():
-    cache: dict[tuple, np.ndarray] = {}
+# ---------------------------------------------------------------------------- the flat layout
 
-    def draws(ref: tuple[int, ...], n: int, metric: str, alpha: float) -> np.ndarray:
-        key = (ref, n, metric, alpha)
-        if key not in cache:
-            cache[key] = D.reference_draws(list(ref), n, metric, alpha=alpha)
-        return cache[key]
+@dataclass(frozen=True)
+class Layout:
+    """Where each (segment, feature, bin) count of a pane lives in one flat array (the stream
+    job's JVM counter keeps it; ``DriftPanes.java`` computes the same offsets from the same sizes).
 
-    return draws
+    First the ALL_SEGMENT block: every feature's bins in feature order. Then, per dimension of
+    SEGMENT_DIMENSIONS, per segment index (its kept values in order, then OTHER_SEGMENT), a block
+    of the segment features' bins. An event's codes: per dimension its segment index, then per
+    feature its bin (:func:`event_codes`)."""
+
+    features: tuple[str, ...]
+    nbins: tuple[int, ...]
+    segment_features: tuple[int, ...]  # indices into features
+    segment_counts: tuple[int, ...]  # per dimension: kept values + 1
+    segment_names: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def of(cls, profile: Profile) -> Layout:
+        missing = [d for d in D.SEGMENT_DIMENSIONS if d not in profile.segments]
+        if missing:
+            raise ValueError(f"the reference has no segments of {missing[0]!r}: the stream needs all of "
+                             f"{', '.join(D.SEGMENT_DIMENSIONS)}")
+        names = tuple(tuple(f"{d}={v}" for v in (*profile.segments[d], D.OTHER_SEGMENT)) for d in D.SEGMENT_DIMENSIONS)
+        return cls(profile.features, tuple(profile.nbins(f) for f in profile.features),
+                   tuple(i for i, f in enumerate(profile.features) if profile.scored_in_segments(f)),
+                   tuple(len(n) for n in names), names)
+
+    @cached_property
+    def all_offsets(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.nbins)[:-1]]))
+
+    @cached_property
+    def segment_offsets(self) -> tuple[int, ...]:  # within a segment block, per segment feature
+        nb = [self.nbins[i] for i in self.segment_features]
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(nb)[:-1]])) if nb else ()
+
+    @cached_property
+    def stride(self) -> int:
+        return sum(self.nbins[i] for i in self.segment_features)
+
+    @cached_property
+    def dimension_bases(self) -> tuple[int, ...]:
+        base, out = sum(self.nbins), []
+        for c in self.segment_counts:
+            out.append(base)
+            base += c * self.stride
+        return tuple(out)
+
+    @property
+    def size(self) -> int:
+        return self.dimension_bases[-1] + self.segment_counts[-1] * self.stride
+
+    def cells(self) -> list[tuple[str, str, int, int]]:
+        """(feature, segment, offset, bins) of every block in the layout."""
+        out = [(f, D.ALL_SEGMENT, o, n) for f, o, n in zip(self.features, self.all_offsets, self.nbins)]
+        for d, base in enumerate(self.dimension_bases):
+            for s, seg in enumerate(self.segment_names[d]):
+                for i, o in zip(self.segment_features, self.segment_offsets):
+                    out.append((self.features[i], seg, base + s * self.stride + o, self.nbins[i]))
+        return out
+
+    def flat(self, counts: Counts, pane: int) -> np.ndarray:
+        """The flat array of one pane of :func:`window_counts`'s counts."""
+        out = np.zeros(self.size, dtype=np.int64)
+        for f, seg, o, n in self.cells():
+            c = counts.get((pane, f, seg))
+            if c is not None:
+                out[o:o + n] = c
+        return out
+
+    def counts(self, flat: np.ndarray, pane: int) -> Counts:
+        """The inverse of :meth:`flat` (blocks without events left out, as window_counts does)."""
+        out: Counts = {}
+        for f, seg, o, n in self.cells():
+            block = flat[o:o + n]
+            if block.any():
+                out[(pane, f, seg)] = [int(x) for x in block]
+        return out
+
+
+def bin_indices(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
+    """:func:`bin_index` of each value, vectorized."""
+    e = np.asarray(edges, dtype=np.float64)
+    interior = max(1, len(e) - 1)
+    v = np.asarray(values, dtype=np.float64)
+    inner = np.minimum(np.searchsorted(e, v, side="right"), interior)
+    with np.errstate(invalid="ignore"):
+        out = np.where(v < e[0], 0, inner)
+        return np.where(~np.isfinite(v) | (v > e[-1]), interior + 1, out)
+
+
+#: An event's codes are characters: code + CODE_BASE (printable, one UTF-16 unit each).
+CODE_BASE = 32
+
+
+def event_codes(profile: Profile, layout: Layout, values: Mapping[str, np.ndarray],
+                segments: Mapping[str, Sequence[str]]) -> list[str]:
+    """Per event, its codes as a string (see :class:`Layout`): ``values`` the numeric features'
+    columns (and the score), ``segments`` the dimensions' columns."""
+    n = len(next(iter(segments.values())))
+    cols = []
+    for d, names in zip(D.SEGMENT_DIMENSIONS, layout.segment_names):
+        index = {v: i for i, v in enumerate(profile.segments[d])}
+        other = len(names) - 1
+        cols.append(np.fromiter((index.get(v, other) for v in segments[d]), dtype=np.int64, count=n))
+    for f in profile.features:
+        if f in profile.levels:
+            index = {v: i for i, v in enumerate(profile.levels[f])}
+            others = set(profile.other_levels.get(f, ()))
+            k = len(profile.levels[f])
+            cols.append(np.fromiter((index.get(v, k if v in others else k + 1) for v in segments[f]),
+                                    dtype=np.int64, count=n))
+        else:
+            cols.append(bin_indices(profile.edges[f], values[f]).astype(np.int64))
+    width = len(cols)
+    codes = np.ascontiguousarray(np.stack(cols, axis=1) + CODE_BASE, dtype="<u4")
+    return codes.view(f"<U{width}").ravel().tolist()
+
+
+# ---------------------------------------------------------------------------- scoring
+
+@dataclass
+class Pane:
+    """One pane's counts as the stream job's counter emits them."""
+
+    start: int
+    counts: np.ndarray  # the flat layout
+    events: int
+    first_offset: int | None
+    last_offset: int | None
+
+
+class PaneScorer:
+    """Scores panes of one reference: every (feature, segment) block the reference has counts
+    for, three metrics each, vectorized over the blocks of one bin count; thresholds and p-values
+    from same-size reference draws (:func:`auditflow.drift.reference_draws_all`, cached per block
+    and calibration size)."""
+
+    def __init__(self, profile: Profile, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES, *, q: float = 0.05):
+        self.profile, self.layout, self.q = profile, Layout.of(profile), q
+        self.window_ms = window_minutes * 60_000
+        self.rid = profile.reference_id
+        self._draws: dict[tuple[int, int], tuple[dict, dict]] = {}
+        cells = [(f, seg, o, n) for f, seg, o, n in self.layout.cells() if seg in profile.counts.get(f, {})]
+        cells.sort(key=lambda c: (c[0], c[1]))
+        self.cells = cells
+        self.groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # bins -> (cell ids, index, ref)
+        for nb in sorted({c[3] for c in cells}):
+            ids = np.array([i for i, c in enumerate(cells) if c[3] == nb])
+            index = np.array([np.arange(cells[i][2], cells[i][2] + nb) for i in ids])
+            ref = np.array([profile.counts[cells[i][0]][cells[i][1]] for i in ids], dtype=np.float64)
+            self.groups[nb] = (ids, index, ref)
+        self.ref_n = [int(sum(profile.counts[f][seg])) for f, seg, _, _ in cells]
+        self.ref_single = [sum(1 for x in profile.counts[f][seg] if x) == 1 for f, seg, _, _ in cells]
+        self.ref_bin = [next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0) for f, seg, _, _ in cells]
+        self.categorical = [f in profile.levels for f, _, _, _ in cells]
+
+    def _calibration(self, cell: int, n: int):
+        key = (cell, n)
+        got = self._draws.get(key)
+        if got is None:
+            f, seg, _, _ = self.cells[cell]
+            draws = D.reference_draws_all(self.profile.counts[f][seg], n, D.METRICS, alpha=self.profile.alpha)
+            thresholds = {m: (float(np.quantile(d, D.WARN_QUANTILE)), float(np.quantile(d, D.DRIFT_QUANTILE)))
+                          for m, d in draws.items()}
+            got = self._draws[key] = ({m: np.sort(d) for m, d in draws.items()}, thresholds)
+        return got
+
+    def score(self, pane: Pane) -> list[DriftRecord]:
+        """The pane's records, sorted by (feature, segment, metric)."""
+        p, alpha, mc = self.profile, self.profile.alpha, self.profile.min_count
+        k = len(self.cells)
+        values = {m: np.zeros(k) for m in D.METRICS}
+        n_cur = np.zeros(k, dtype=np.int64)
+        oor = np.zeros(k)
+        constant = np.zeros(k, dtype=bool)
+        flat = np.asarray(pane.counts, dtype=np.int64)
+        for nb, (ids, index, ref) in self.groups.items():
+            cur = flat[index]
+            n = cur.sum(axis=1)
+            n_cur[ids] = n
+            for m in D.METRICS:
+                values[m][ids] = D.metric_rows(m, ref, cur.astype(np.float64), alpha)
+            outside = np.where(np.array([self.categorical[i] for i in ids]), cur[:, -1], cur[:, 0] + cur[:, -1])
+            oor[ids] = np.divide(outside, n, out=np.zeros(len(ids)), where=n > 0)
+            single = np.array([self.ref_single[i] for i in ids])
+            where = np.array([self.ref_bin[i] for i in ids])
+            constant[ids] = single & (cur[np.arange(len(ids)), where] == n)
+        out: list[DriftRecord] = []
+        judged: dict[str, list[int]] = {m: [] for m in D.METRICS}
+        rows = []
+        for i, (f, seg, _, _) in enumerate(self.cells):
+            n = int(n_cur[i])
+            cal = D.calibration_size(n, mc) if n >= mc else n
+            if n >= mc:
+                sorted_draws, thresholds = self._calibration(i, cal)
+            for m in D.METRICS:
+                v = float(values[m][i])
+                if n >= mc:
+                    warn, drift = thresholds[m]
+                    d = sorted_draws[m]
+                    pv = (1.0 + float(d.size - np.searchsorted(d, v, side="left"))) / (1.0 + d.size)
+                else:
+                    warn = drift = 0.0
+                    pv = 1.0
+                st = D.status(v, n, (warn, drift), constant=bool(constant[i]), min_count=mc)
+                if st in D.JUDGED:
+                    judged[m].append(len(rows))
+                rows.append([f, seg, m, v, warn, drift, st, pv, False, self.ref_n[i], n, float(oor[i]), cal])
+        for m, idx in judged.items():  # Benjamini-Hochberg over the pane's judged blocks, per metric
+            for i, rej in zip(idx, D.benjamini_hochberg([rows[i][7] for i in idx], self.q)):
+                rows[i][8] = rej
+        end = pane.start + self.window_ms
+        for f, seg, m, v, warn, drift, st, pv, sig, n_ref, n, o, cal in rows:
+            out.append(DriftRecord(p.model_version, self.rid, f, seg, pane.start, end, m, v, warn, drift, st, pv, sig,
+                                   n_ref, n, o, alpha, cal, pane.events, pane.first_offset, pane.last_offset))
+        return out
 
 
 def score_windows(profile: Profile, counts: Counts, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES,
-                  *, panes: Iterable[int] | None = None, q: float = 0.05) -> list[DriftRecord]:
+                  *, panes: Iterable[int] | None = None, q: float = 0.05,
+                  coverage: Mapping[int, tuple[int, int | None, int | None]] | None = None) -> list[DriftRecord]:
     """Drift records of every pane in ``panes`` (default: every pane from the first to the last
     one with counts), for every feature and every segment the reference holds (a segment without
     events in a pane is an ``empty_window``), sorted by their key. Thresholds and p-values are
-    those of windows the size of the pane's; a pane too small to be judged
-    (``insufficient_data``, ``empty_window``) gets thresholds 0 and p-value 1."""
+    those of windows the size of the pane's (:func:`auditflow.drift.calibration_size`); a pane
+    too small to be judged (``insufficient_data``, ``empty_window``) gets thresholds 0 and p-value
+    1. ``coverage``: per pane, (events, first offset, last offset) (default: the ALL_SEGMENT count,
+    no offsets)."""
     w = window_minutes * 60_000
     if panes is None:
         starts = sorted({p for p, _, _ in counts})
         panes = range(starts[0], starts[-1] + w, w) if starts else ()
-    draws = _draw_cache()
-    rid = profile.reference_id
+    scorer = PaneScorer(profile, window_minutes, q=q)
     out: list[DriftRecord] = []
+    first = profile.features[0]
     for p in panes:
-        pane: list[DriftRecord] = []
-        for f in profile.features:
-            nb = bin_count(profile.edges[f])
-            for seg, ref in sorted(profile.counts[f].items()):
-                cur = counts.get((p, f, seg), [0] * nb)
-                n_cur, n_ref = sum(cur), sum(ref)
-                nonzero = [i for i, c in enumerate(ref) if c]
-                constant = len(nonzero) == 1 and cur[nonzero[0]] == n_cur
-                oor = (cur[0] + cur[-1]) / n_cur if n_cur else 0.0
-                for m in D.METRICS:
-                    value = D.metric(m, ref, cur, profile.alpha)
-                    if n_cur >= profile.min_count:  # judged: thresholds and p-value at its own size
-                        d = draws(tuple(ref), n_cur, m, profile.alpha)
-                        warn, drift = (float(np.quantile(d, D.WARN_QUANTILE)), float(np.quantile(d, D.DRIFT_QUANTILE)))
-                        pv = D.bootstrap_p_value(value, d)
-                    else:
-                        warn = drift = 0.0
-                        pv = 1.0
-                    st = D.status(value, n_cur, (warn, drift), constant=constant, min_count=profile.min_count)
-                    pane.append(DriftRecord(profile.model_version, rid, f, seg, p, p + w, m, value,
-                                            warn, drift, st, pv, False, n_ref, n_cur, oor, profile.alpha))
-        for m in D.METRICS:  # BH over the pane's judged features x segments, per metric
-            idx = [i for i, r in enumerate(pane) if r.metric == m and r.status in ("ok", "warn", "drift")]
-            rejected = D.benjamini_hochberg([pane[i].p_value for i in idx], q)
-            for i, rej in zip(idx, rejected):
-                if rej:
-                    pane[i] = replace(pane[i], significant=True)
-        out.extend(pane)
+        events, lo, hi = (coverage or {}).get(p, (sum(counts.get((p, first, D.ALL_SEGMENT), ())), None, None))
+        out.extend(scorer.score(Pane(p, scorer.layout.flat(counts, p), events, lo, hi)))
     out.sort(key=lambda r: (r.window_start, r.feature, r.segment, r.metric))
     return out
+
+
+def coverage_of(rows: Iterable[Row], offsets: Iterable[int], window_minutes: int) -> dict[int, tuple[int, int, int]]:
+    """Per pane: (events, smallest offset, largest offset) of ``rows`` (with their source offsets)."""
+    out: dict[int, list[int]] = {}
+    for r, off in zip(rows, offsets):
+        c = out.setdefault(pane_start(r.ts_ms, window_minutes), [0, off, off])
+        c[0] += 1
+        c[1], c[2] = min(c[1], off), max(c[2], off)
+    return {p: (c[0], c[1], c[2]) for p, c in out.items()}
+
+
+# ---------------------------------------------------------------------------- alert rules
+
+ALERT_SCHEMA = "auditflow.drift_alert/1"
+
+
+@dataclass(frozen=True, slots=True)
+class DriftAlert:
+    """A drift rule that fired on a window: which group, since when, and the records it rests on."""
+
+    alert_id: str
+    rule: str
+    action: str
+    metric: str
+    kind: str
+    group: dict  # group_by key -> value
+    window_start: int
+    window_end: int
+    since: int  # the first window of the run of windows that made it fire
+    consecutive: int
+    value: float  # the group's mean (mean_above) or largest value (status) on this window
+    threshold: float  # the rule's `above`, or the largest drift threshold among those records
+    records: tuple[tuple[str, str], ...]  # (feature, segment) of the records that met the condition
+    reference_id: str
+    model_version: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["records"] = [list(r) for r in self.records]
+        return {"schema": ALERT_SCHEMA, **d}
+
+
+def _group_key(rule: D.DriftRule, r: DriftRecord) -> tuple:
+    return tuple(getattr(r, g) for g in rule.group_by)
+
+
+def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple, tuple[float, float, list]]:
+    """Per group of one window: (value, threshold, records) where the rule's condition holds."""
+    groups: dict[tuple, list[DriftRecord]] = defaultdict(list)
+    for r in records:
+        if r.metric != rule.metric or (rule.features and r.feature not in rule.features) \
+                or (rule.segments and r.segment not in rule.segments):
+            continue
+        groups[_group_key(rule, r)].append(r)
+    out = {}
+    for key, rs in groups.items():
+        if rule.kind == "status":
+            hit = [r for r in rs if r.status in rule.statuses and (r.significant or not rule.significant)]
+            if hit:
+                out[key] = (max(r.value for r in hit), max(r.drift_threshold for r in hit), hit)
+        else:
+            judged = [r for r in rs if r.status in D.JUDGED]
+            if judged:
+                mean = math.fsum(r.value for r in judged) / len(judged)
+                if mean > rule.above:
+                    out[key] = (mean, float(rule.above), judged)
+    return out
+
+
+def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord]]) -> list[DriftAlert]:
+    """The alerts of the last window of ``history`` (consecutive windows, oldest first, each the
+    records of one window): a rule fires where its condition held on exactly ``consecutive``
+    windows up to and including the last (so once per run of windows)."""
+    if not history or not history[-1]:
+        return []
+    conds = {rule.name: [_conditions(rule, w) for w in history] for rule in rules}
+    last = history[-1][0]
+    out = []
+    for rule in rules:
+        per_window = conds[rule.name]
+        for key, (value, threshold, hit) in sorted(per_window[-1].items()):
+            run = 0
+            for c in reversed(per_window):
+                if key not in c:
+                    break
+                run += 1
+            if run != rule.consecutive:
+                continue
+            since = history[len(history) - run][0].window_start
+            group = dict(zip(rule.group_by, key))
+            aid = "drift-" + canonical_sha256({"rule": rule.to_dict(), "group": group, "window_start": last.window_start,
+                                               "reference_id": last.reference_id})[:20]
+            out.append(DriftAlert(aid, rule.name, rule.action, rule.metric, rule.kind, group, last.window_start,
+                                  last.window_end, since, run, value, threshold,
+                                  tuple(sorted((r.feature, r.segment) for r in hit)), last.reference_id,
+                                  last.model_version))
+    return out
+
+
+def history_needed(rules: Sequence[D.DriftRule]) -> int:
+    """How many earlier windows :func:`rule_alerts` needs besides the last."""
+    return max((r.consecutive for r in rules), default=1)
+
+
+# ---------------------------------------------------------------------------- in the stream job
+
+@dataclass(frozen=True)
+class DriftSpec:
+    """What the stream job needs to score drift: the reference, the window, the alert rules."""
+
+    profile: Profile
+    window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES
+    rules: tuple[D.DriftRule, ...] = D.DEFAULT_RULES
+    # more empty windows than this between two with events: not emitted (and rules start over)
+    max_gap_panes: int = 1000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.window_minutes, int) or not 1 <= self.window_minutes <= 7 * 1440:
+            raise ValueError(f"drift window of {self.window_minutes!r} minutes: expected 1 to {7 * 1440}")
+        Layout.of(self.profile)  # the stream needs every segment dimension
+        bad = [f for f in self.profile.features if f not in self.profile.levels and f not in self.profile.edges]
+        if bad:
+            raise ValueError(f"drift reference feature {bad[0]!r} has neither bin edges nor levels")
+
+
+def decode_panes(blob: bytes, size: int) -> list[tuple[Pane, bytes]]:
+    """The panes of one ``DriftPanes.java`` row (oldest first), each with a digest of its bytes."""
+    import hashlib
+
+    width = 4 + size
+    arr = np.frombuffer(blob, dtype="<i8")
+    if arr.size % width:
+        raise ValueError(f"drift panes of {arr.size} longs: not a multiple of {width}")
+    out = []
+    for row in arr.reshape(-1, width):
+        start, events, lo, hi = (int(x) for x in row[:4])
+        out.append((Pane(start, row[4:], events, lo if events else None, hi if events else None),
+                    hashlib.sha256(row.tobytes()).digest()))
+    return out
+
+
+def load_drift_spec(reference: str | Path, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES,
+                    rules_file: str | Path | None = None) -> DriftSpec:
+    """A :class:`DriftSpec` from a reference file (``auditflow reference build``'s JSON) and an
+    optional rules file (JSON, :func:`auditflow.drift.parse_rules`). ``ValueError`` naming the file."""
+    import json
+
+    try:
+        profile = Profile.from_body(json.loads(Path(reference).read_bytes()))
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{reference}: not a drift reference ({e})") from None
+    rules = D.DEFAULT_RULES
+    if rules_file is not None:
+        try:
+            rules = D.parse_rules(json.loads(Path(rules_file).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{rules_file}: {e}") from None
+    try:
+        return DriftSpec(profile, window_minutes, rules)
+    except ValueError as e:
+        raise ValueError(f"{reference}: {e}") from None

@@ -62,6 +62,8 @@ class KafkaJobConfig:
     topic_alerts: str
     topic_dlq: str
     connector_jar: str
+    topic_drift_scores: str = "drift-scores"
+    topic_drift_alerts: str = "drift-alerts"
     group_id: str = "auditflow-stream"
     bounded: bool = True  # stop at the offsets present at start
     job_name: str = "auditflow-kafka"
@@ -209,6 +211,12 @@ def build_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec):
     t_env.create_temporary_view("af_dups_v", topo.duplicates)
     t_env.execute_sql("CREATE TEMPORARY TABLE af_discard (`m` STRING) WITH ('connector' = 'blackhole')")
     stmts.add_insert_sql("INSERT INTO af_discard SELECT message FROM af_dups_v")
+    if topo.drift is not None:  # drift records and drift alerts, each to its topic
+        _sink(t_env, "af_drift_scores_out", cfg.topic_drift_scores, cfg, "drift-scores")
+        _sink(t_env, "af_drift_alerts_out", cfg.topic_drift_alerts, cfg, "drift-alerts")
+        t_env.create_temporary_view("af_drift_v", topo.drift)
+        stmts.add_insert_sql("INSERT INTO af_drift_scores_out SELECT message FROM af_drift_v WHERE kind = 'S'")
+        stmts.add_insert_sql("INSERT INTO af_drift_alerts_out SELECT message FROM af_drift_v WHERE kind = 'X'")
     add_graph_sink(t_env, stmts, topo)
     return stmts
 
@@ -230,7 +238,8 @@ def run_kafka_job(cfg: KafkaJobConfig, spec: StreamSpec) -> KafkaJobResult:
     return KafkaJobResult(time.perf_counter() - t0, cfg.job_name, counts["processed"], counts["duplicate"])
 
 
-def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec) -> list[str]:
+def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec, *, drift_reference: str | None = None,
+                  drift_rules_file: str | None = None) -> list[str]:
     """The command-line arguments :func:`main` takes for this job (for ``flink run -py``)."""
     args = ["--bootstrap", cfg.bootstrap, "--topic-transactions", cfg.topic_transactions,
             "--topic-alerts", cfg.topic_alerts, "--topic-dlq", cfg.topic_dlq, "--connector-jar", cfg.connector_jar,
@@ -244,6 +253,14 @@ def job_arguments(cfg: KafkaJobConfig, model_dir: str, spec: StreamSpec) -> list
     if cfg.restore_path:
         args += ["--from-savepoint", str(Path(cfg.restore_path).resolve())]
     args += ["--checkpoint-interval-ms", str(cfg.checkpoint_interval_ms), "--delivery", cfg.delivery]
+    if spec.drift is not None:
+        if not drift_reference:
+            raise ValueError("a job with drift scores needs the reference's path to pass to the cluster")
+        args += ["--drift-reference", str(Path(drift_reference).resolve()),
+                 "--drift-window-minutes", str(spec.drift.window_minutes),
+                 "--topic-drift-scores", cfg.topic_drift_scores, "--topic-drift-alerts", cfg.topic_drift_alerts]
+        if drift_rules_file:
+            args += ["--drift-rules-file", str(Path(drift_rules_file).resolve())]
     if spec.graph_url:
         args += ["--graph-url", spec.graph_url]
         for k, v in spec.graph_options.items():
@@ -275,14 +292,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--from-savepoint", default=None, metavar="PATH",
                     help="resume from this retained checkpoint or savepoint directory")
     ap.add_argument("--detached", action="store_true", help="return once submitted (with `flink run --detached`)")
+    ap.add_argument("--drift-reference", default=None, help="score drift against this reference (JSON)")
+    ap.add_argument("--drift-window-minutes", type=int, default=60)
+    ap.add_argument("--drift-rules-file", default=None)
+    ap.add_argument("--topic-drift-scores", default="drift-scores")
+    ap.add_argument("--topic-drift-alerts", default="drift-alerts")
     ap.add_argument("--graph-url", default=None)
     ap.add_argument("--graph-option", action="append", default=[], help="KEY=VALUE for the graph store")
     a = ap.parse_args(argv)
     cfg = KafkaJobConfig(a.bootstrap, a.topic_transactions, a.topic_alerts, a.topic_dlq, a.connector_jar,
                          group_id=a.group_id, bounded=a.bounded, job_name=a.job_name,
                          checkpoint_dir=a.checkpoint_dir, checkpoint_interval_ms=a.checkpoint_interval_ms,
-                         delivery=a.delivery, restore_path=a.from_savepoint)
-    spec = StreamSpec(scorer_factory=partial(batch_scorer, a.model_dir), graph_url=a.graph_url,
+                         delivery=a.delivery, restore_path=a.from_savepoint,
+                         topic_drift_scores=a.topic_drift_scores, topic_drift_alerts=a.topic_drift_alerts)
+    drift = None
+    if a.drift_reference:
+        from pipelines.drift import load_drift_spec
+
+        drift = load_drift_spec(a.drift_reference, a.drift_window_minutes, a.drift_rules_file)
+    spec = StreamSpec(drift=drift, scorer_factory=partial(batch_scorer, a.model_dir), graph_url=a.graph_url,
                       graph_options=dict(o.split("=", 1) for o in a.graph_option), parallelism=a.parallelism,
                       out_of_orderness_ms=a.out_of_orderness_ms, allowed_lateness_ms=a.allowed_lateness_ms)
     if a.detached:  # `flink run --detached`: submit, print the job id, return

@@ -51,6 +51,7 @@ from auditflow.limits import (
 )
 from auditflow.money import CURRENCIES
 from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent, _schema
+from pipelines.drift import DriftSpec
 from pipelines.jvm import operators_jar
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,7 @@ class StreamSpec:
     arrow_batch: int = 1000  # rows per Arrow batch handed to Python
     flink_conf: dict = field(default_factory=dict)  # further Flink options (e.g. execution.buffer-timeout)
     time_window: tuple[datetime, datetime] = DEFAULT_EVENT_TIME_WINDOW  # plausible event times (file source)
+    drift: DriftSpec | None = None  # None: the job computes no drift scores
 
 
 # ------------------------------------------------------------------------------ environment
@@ -243,13 +245,16 @@ def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str)
 
 def _alert_udf(spec: StreamSpec):
     """The fast path in one Python stage: score each Arrow batch, and build the alert message of
-    the rows at or above the threshold (NULL for the rest)."""
+    the rows at or above the threshold (NULL for the rest). With drift on, every row's result
+    starts with the event's drift codes (:func:`pipelines.drift.event_codes`: its segments and the
+    bins of its features and score), which the JVM counts per pane (``DriftPanes.java``); the
+    alert message, if any, follows them."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
 
     class FastPath(ScalarFunction):
-        def __init__(self, factory):
-            self.factory = factory
+        def __init__(self, factory, drift):
+            self.factory, self.drift = factory, drift
 
         def open(self, function_context):
             exit_with_taskmanager()
@@ -258,6 +263,12 @@ def _alert_udf(spec: StreamSpec):
             if len(scorer) > 3 and tuple(scorer[3]) != tuple(FEATURE_NAMES):
                 raise ValueError(f"model {self.digest[:12]} was trained on other features than this job computes: "
                                  "retrain it (auditflow train)")
+            if self.drift is not None:
+                from pipelines.drift import Layout
+
+                self.profile = self.drift.profile
+                self.layout = Layout.of(self.profile)
+                self.columns = {f: FEATURE_NAMES.index(f) for f in self.profile.features if f in FEATURE_NAMES}
 
         def eval(self, payload, packed):
             import numpy as np
@@ -265,22 +276,77 @@ def _alert_udf(spec: StreamSpec):
 
             X = unpack_features(packed, np)
             scores = np.asarray(self.predict(X), dtype=np.float64)
-            out = [None] * len(scores)
             hits = np.flatnonzero(scores >= self.threshold)
-            if len(hits):
-                payloads = payload.tolist()
-                for i in hits.tolist():
-                    out[i] = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
-                                         "score": float(scores[i]),
-                                         "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
-                                         "model": self.digest}, separators=(",", ":"))
+            payloads = payload.tolist() if len(hits) or self.drift is not None else None
+            if self.drift is None:
+                out = [None] * len(scores)
+            else:
+                out = self._codes(payloads, X, scores)
+            for i in hits.tolist():
+                msg = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
+                                  "score": float(scores[i]),
+                                  "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
+                                  "model": self.digest}, separators=(",", ":"))
+                out[i] = msg if self.drift is None else out[i] + msg
             return pd.Series(out, dtype=object)
+
+        def _codes(self, payloads, X, scores):
+            from pipelines.drift import SCORE, event_codes
+
+            fields = [p.split(",") for p in payloads]
+            segments = {name: [f[WIRE_FIELDS.index(col)] for f in fields]
+                        for name, col in (("payment_format", "payment_format"), ("currency", "paid_currency"),
+                                          ("bank", "from_bank"))}
+            values = {f: X[:, i] for f, i in self.columns.items()}
+            values[SCORE] = scores
+            return event_codes(self.profile, self.layout, values, segments)
 
         def is_deterministic(self):
             return False
 
-    return udf(FastPath(spec.scorer_factory), input_types=[DataTypes.STRING(), DataTypes.BYTES()],
+    return udf(FastPath(spec.scorer_factory, spec.drift), input_types=[DataTypes.STRING(), DataTypes.BYTES()],
                result_type=DataTypes.STRING(), func_type="pandas")
+
+
+def _drift_udtf(spec: StreamSpec):
+    """Scores each pane the JVM counted (:class:`pipelines.drift.PaneScorer`) and runs the alert
+    rules over it and the panes before it: rows ``('S', drift record JSON)`` and ``('X', drift
+    alert JSON)``. A function of its input row alone (the panes before come with it), so a
+    restored job scores and alerts as an uninterrupted one."""
+    from pyflink.table import DataTypes
+    from pyflink.table.udf import TableFunction, udtf
+
+    class DriftScore(TableFunction):
+        def __init__(self, drift):
+            self.drift = drift
+
+        def open(self, function_context):
+            from pipelines.drift import PaneScorer
+
+            exit_with_taskmanager()
+            self.scorer = PaneScorer(self.drift.profile, self.drift.window_minutes)
+            self.cache: dict[tuple[int, bytes], list] = {}
+
+        def eval(self, start, panes):
+            from pipelines.drift import decode_panes, rule_alerts
+
+            history = []
+            for pane, digest in decode_panes(panes, self.scorer.layout.size):
+                key = (pane.start, digest)
+                recs = self.cache.get(key)
+                if recs is None:
+                    recs = self.cache[key] = self.scorer.score(pane)
+                history.append(recs)
+            keep = {(p.start, d) for p, d in decode_panes(panes, self.scorer.layout.size)}
+            for k in [k for k in self.cache if k not in keep]:
+                del self.cache[k]
+            for r in history[-1]:
+                yield "S", json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False)
+            for a in rule_alerts(self.drift.rules, history):
+                yield "X", json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
+
+    return udtf(DriftScore(spec.drift), input_types=[DataTypes.BIGINT(), DataTypes.BYTES()],
+                result_types=[DataTypes.STRING(), DataTypes.STRING()])
 
 
 def unpack_features(packed, np):
@@ -341,6 +407,7 @@ class Topology:
     late: object  # `message` STRING: RejectedRecord JSON, stage 'late'
     duplicates: object  # `message` STRING: the duplicate wire record
     graph: object | None  # `g` BIGINT, never a row: anchors the graph writes in the job
+    drift: object | None = None  # `kind` STRING ('S' score, 'X' alert), `message` STRING: drift JSON
 
 
 def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
@@ -375,14 +442,44 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     late = t_env.sql_query(f"SELECT {_reject_json(chr(39) + 'ts_ms' + chr(39), '`value`', late_reason, 'late')} "
                            "AS message FROM af_late_rows")
     t_env.create_temporary_function("af_fast_path", _alert_udf(spec))
-    alerts = t_env.sql_query("SELECT message FROM (SELECT af_fast_path(`payload`, `features`) AS message "
-                             "FROM af_features) WHERE message IS NOT NULL")
+    drift = None
+    if spec.drift is None:
+        alerts = t_env.sql_query("SELECT message FROM (SELECT af_fast_path(`payload`, `features`) AS message "
+                                 "FROM af_features) WHERE message IS NOT NULL")
+    else:
+        alerts, drift = _drift_topology(t_env, spec, gateway)
     dups = t_env.sql_query("SELECT `payload` AS message FROM af_duplicates")
     graph = None
     if spec.graph_url:
         t_env.create_temporary_function("af_graph_write", _graph_udf(spec))
         graph = t_env.sql_query("SELECT g FROM (SELECT af_graph_write(`payload`) AS g FROM af_graph_events) WHERE g < 0")
-    return Topology(alerts, rejects, late, dups, graph)
+    return Topology(alerts, rejects, late, dups, graph, drift)
+
+
+def _drift_topology(t_env, spec: StreamSpec, gateway):
+    """Scored rows (codes + alert) through the JVM pane counter; alerts split off there, panes
+    scored by :func:`_drift_udtf`."""
+    from pyflink.datastream.data_stream import DataStream
+
+    from pipelines.drift import CODE_BASE, Layout, history_needed
+
+    layout = Layout.of(spec.drift.profile)
+    scored = t_env.to_data_stream(t_env.sql_query(
+        "SELECT `payload`, af_fast_path(`payload`, `features`) AS r FROM af_features"))
+    ints = lambda xs: _int_array(gateway, xs)  # noqa: E731
+    params = gateway.jvm.io.auditflow.stream.DriftPanes.Params(
+        spec.drift.window_minutes * 60_000, spec.allowed_lateness_ms, ints(layout.segment_counts), ints(layout.nbins),
+        ints(layout.segment_features), history_needed(spec.drift.rules), CODE_BASE, WIRE_FIELDS.index("ts_ms"),
+        WIRE_FIELDS.index("source_offset"), spec.drift.max_gap_panes)
+    panes = gateway.jvm.io.auditflow.stream.DriftPanes.build(scored._j_data_stream, params)
+    alert_rows = panes.getSideOutput(gateway.jvm.io.auditflow.stream.DriftPanes.ALERTS)
+    t_env.create_temporary_view("af_alert_rows", t_env.from_data_stream(DataStream(alert_rows)))
+    t_env.create_temporary_view("af_drift_panes", t_env.from_data_stream(DataStream(panes)))
+    t_env.create_temporary_function("af_drift_score", _drift_udtf(spec))
+    alerts = t_env.sql_query("SELECT message FROM af_alert_rows")
+    drift = t_env.sql_query("SELECT T.kind, T.message FROM af_drift_panes, "
+                            "LATERAL TABLE(af_drift_score(`start`, `panes`)) AS T(kind, message)")
+    return alerts, drift
 
 
 def add_graph_sink(t_env, stmts, topo: Topology) -> None:
@@ -396,6 +493,13 @@ def _string_array(gateway, values: Sequence[str]):
     arr = gateway.new_array(gateway.jvm.java.lang.String, len(values))
     for i, v in enumerate(values):
         arr[i] = v
+    return arr
+
+
+def _int_array(gateway, values: Sequence[int]):
+    arr = gateway.new_array(gateway.jvm.int, len(values))
+    for i, v in enumerate(values):
+        arr[i] = int(v)
     return arr
 
 
@@ -463,6 +567,8 @@ class FileJobOutput:
     records_in: int
     processed: int
     seconds: float = 0.0
+    drift_records: list[dict] = field(default_factory=list)  # pipelines.drift.DriftRecord dicts, by key
+    drift_alerts: list[dict] = field(default_factory=list)  # pipelines.drift.DriftAlert dicts
 
 
 def run_file_job(csv_path: str | Path, spec: StreamSpec) -> FileJobOutput:
@@ -487,12 +593,12 @@ def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None 
     _, t_env = table_environment(spec.parallelism, flink_conf=spec.flink_conf)
     t0 = time.perf_counter()
     view = file_source_view(t_env, wire_path, spec, source or str(wire_path))
-    alerts, rejects, late, dups, counts = collect_outputs(t_env, view, spec)
+    alerts, rejects, late, dups, counts, drift = collect_outputs(t_env, view, spec)
     seconds = time.perf_counter() - t0
     if counts["duplicate"] != len(dups):
         raise RuntimeError(f"duplicate counter {counts['duplicate']} != {len(dups)} duplicates collected")
     rejects.sort(key=lambda r: (r.source, r.offset))
-    return FileJobOutput(alerts, rejects, late, dups, records, counts["processed"], seconds)
+    return FileJobOutput(alerts, rejects, late, dups, records, counts["processed"], seconds, *drift)
 
 
 def collect_outputs(t_env, source_view: str, spec: StreamSpec):
@@ -503,6 +609,8 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
     t_env.create_temporary_view("af_out_rejects", topo.rejects)
     t_env.create_temporary_view("af_out_late", topo.late)
     t_env.create_temporary_view("af_out_dups", topo.duplicates)
+    if topo.drift is not None:
+        t_env.create_temporary_view("af_out_drift", topo.drift)
     with tempfile.TemporaryDirectory(prefix="auditflow-out-") as tmp:
         t_env.execute_sql(f"""
             CREATE TEMPORARY TABLE af_out_files (`m` STRING) WITH (
@@ -513,7 +621,8 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
             "SELECT CONCAT('A', message) FROM af_out_alerts UNION ALL "
             "SELECT CONCAT('R', message) FROM af_out_rejects UNION ALL "
             "SELECT CONCAT('L', message) FROM af_out_late UNION ALL "
-            "SELECT CONCAT('D', message) FROM af_out_dups")
+            "SELECT CONCAT('D', message) FROM af_out_dups"
+            + (" UNION ALL SELECT CONCAT(kind, message) FROM af_out_drift" if topo.drift is not None else ""))
         add_graph_sink(t_env, stmts, topo)
         job = stmts.execute().get_job_client().get_job_execution_result().result()
         counts = job_counts(job)
@@ -521,6 +630,8 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
         rejects: list[RejectedRecord] = []
         late: list[RejectedRecord] = []
         dups: list[TransactionEvent] = []
+        drift_records: list[dict] = []
+        drift_alerts: list[dict] = []
         for f in sorted(Path(tmp).rglob("*")):
             if not f.is_file() or f.name.startswith("."):
                 continue  # in-progress files of a failed run are hidden (".part-...")
@@ -535,5 +646,15 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
                         late.append(RejectedRecord.from_dict(json.loads(body)))
                     elif kind == "D":
                         dups.append(TransactionEvent.from_wire(body))
+                    elif kind == "S":
+                        drift_records.append(json.loads(body))
+                    elif kind == "X":
+                        drift_alerts.append(json.loads(body))
     alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
-    return alerts, rejects, late, dups, counts
+    drift_records.sort(key=drift_record_order)
+    drift_alerts.sort(key=lambda a: (a["window_start"], a["rule"], a["alert_id"]))
+    return alerts, rejects, late, dups, counts, (drift_records, drift_alerts)
+
+
+def drift_record_order(d: dict) -> tuple:
+    return (d["window_start"], d["feature"], d["segment"], d["metric"])
