@@ -7,6 +7,7 @@ back to the settings, i.e. to ``AUDITFLOW_*`` variables, then to the defaults), 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from pathlib import Path
@@ -783,6 +784,67 @@ def reference_build(
     for dim, values in res.segments.items():
         table.add_row(dim, ", ".join(values))
     console.print(table)
+
+
+drift_app = typer.Typer(no_args_is_help=True, help="Drift scores of the scoring inputs and the score.")
+app.add_typer(drift_app, name="drift")
+
+_STATUS_STYLE = {"drift": "bold red", "warn": "yellow", "ok": "green"}
+
+
+@drift_app.command("show")
+def drift_show(
+    records: Annotated[Optional[Path], typer.Option(help="drift records, JSON lines [default: OUT_DIR/drift_scores.jsonl]")] = None,
+    alerts: Annotated[Optional[Path], typer.Option(help="drift alerts [default: OUT_DIR/drift_alerts.jsonl]")] = None,
+    metric: Annotated[str, typer.Option(help="psi, js or kl")] = "psi",
+    at: Annotated[Optional[str], typer.Option(help="the window holding this time, YYYY-MM-DD[THH:MM] [default: the latest]")] = None,
+    feature: Annotated[Optional[str], typer.Option(help="chart this feature's drift over time")] = None,
+    segment: Annotated[str, typer.Option(help="the segment of the chart")] = "__all__",
+    chart: Annotated[Optional[Path], typer.Option(help="PNG to write [default: OUT_DIR/drift/FEATURE.png]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the table as JSON")] = False,
+) -> None:
+    """The latest drift window per segment (worst status of its features, counts, the farthest
+    feature), the drift alerts on it, and with --feature a PNG chart of that feature over time."""
+    settings = _settings()
+    records = records or settings.out_dir / "drift_scores.jsonl"
+    alerts = alerts or settings.out_dir / "drift_alerts.jsonl"
+    if not records.is_file():
+        raise _fail(f"no drift records at {records} (run the stream job with AUDITFLOW_DRIFT_REFERENCE set)", code=2)
+    try:
+        recs = flow.read_drift_records(records)
+        view = flow.drift_view(recs, flow.read_drift_records(alerts) if alerts.is_file() else [], metric=metric,
+                               at=_when(at, "--at") if at else None)
+        path = None
+        if feature:
+            series = flow.drift_series(recs, feature, segment, metric)
+            path = flow.drift_chart(series, chart or settings.out_dir / "drift" / f"{feature}.png",
+                                    title=f"{metric} of {feature} in {segment} (reference {series[0]['reference_id']})")
+    except ValueError as e:
+        raise _fail(str(e), code=2) from None
+    if as_json:
+        typer.echo(json.dumps({"metric": view.metric, "window_start": view.window_start and view.window_start.isoformat(),
+                               "window_end": view.window_end and view.window_end.isoformat(),
+                               "reference_id": view.reference_id, "windows": view.windows,
+                               "segments": [dataclasses.asdict(r) for r in view.rows], "alerts": view.alerts,
+                               "chart": str(path) if path else None}, indent=2, sort_keys=True))
+        return
+    if view.window_start is None:
+        console.print(f"no {metric} records in {records}")
+        return
+    table = Table("segment", "status", "drift", "warn", "judged", "farthest feature", metric, "drift threshold", "events",
+                  title=f"{metric}, window {view.window_start:%Y-%m-%d %H:%M} .. {view.window_end:%H:%M} "
+                        f"({view.windows} windows, reference {view.reference_id})", title_justify="left")
+    for r in view.rows:
+        style = _STATUS_STYLE.get(r.status, "dim")
+        table.add_row(r.segment, f"[{style}]{r.status}[/]", str(r.drift), str(r.warn), str(r.judged), r.top_feature,
+                      f"{r.top_value:.4f}", f"{r.top_threshold:.4f}", f"{r.n_cur:,}")
+    console.print(table)
+    for a in view.alerts:
+        console.print(f"[bold red]alert[/] {a['rule']} ({a['action']}): {a['metric']} {a['kind']} on "
+                      f"{', '.join(f'{k}={v}' for k, v in a['group'].items()) or 'all'} for {a['consecutive']} window(s), "
+                      f"value {a['value']:.4f}", soft_wrap=True, highlight=False)
+    if path:
+        console.print(f"chart: {path}", soft_wrap=True, highlight=False)
 
 
 def main() -> None:

@@ -1008,3 +1008,133 @@ def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Setti
         raise RuntimeError(f"{path} exists with other content")
     path.write_bytes(body)
     return ReferenceResult(path, profile.reference_id, digest, len(rows), profile.features, profile.segments)
+
+
+# ---------------------------------------------------------------------------- drift views
+
+
+@dataclass(frozen=True)
+class DriftSegmentRow:
+    """One segment in a drift window: how many features are in each status, and the farthest one."""
+
+    segment: str
+    status: str  # the worst status of its features (drift > warn > ok; else why none is judged)
+    drift: int
+    warn: int
+    judged: int
+    top_feature: str
+    top_value: float
+    top_threshold: float
+    n_cur: int
+
+
+@dataclass(frozen=True)
+class DriftView:
+    """``auditflow drift show``: the latest window's segments, one metric, and the alerts on it."""
+
+    metric: str
+    window_start: datetime | None
+    window_end: datetime | None
+    reference_id: str
+    rows: list[DriftSegmentRow]
+    alerts: list[dict]
+    windows: int  # windows in the input
+
+
+_STATUS_RANK = {s: i for i, s in enumerate(("drift", "warn", "ok", "insufficient_data", "constant", "empty_window"))}
+
+
+def read_drift_records(path: str | Path) -> list[dict]:
+    """Drift records (or alerts) from a JSON-lines file (``drift_scores.jsonl`` of a run)."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as e:
+                    raise ValueError(f"{path}:{n}: not a JSON record ({e})") from None
+    return out
+
+
+def drift_view(records: Sequence[dict], alerts: Sequence[dict] = (), *, metric: str = "psi",
+               at: datetime | None = None) -> DriftView:
+    """The latest window (or the one holding ``at``) of ``records``: per segment, the worst
+    status of its features on ``metric``, counts, and the feature farthest beyond its threshold."""
+    from auditflow.drift import METRICS
+
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    mine = [r for r in records if r.get("metric") == metric]
+    starts = sorted({r["window_start"] for r in mine})
+    if not starts:
+        return DriftView(metric, None, None, "", [], [], 0)
+    if at is None:
+        start = starts[-1]
+    else:
+        ms = int(at.replace(tzinfo=timezone.utc).timestamp() * 1000)
+        inside = [s for s in starts if s <= ms]
+        if not inside:
+            raise ValueError(f"no drift window at or before {at:%Y-%m-%d %H:%M}")
+        start = inside[-1]
+    window = [r for r in mine if r["window_start"] == start]
+    rows = []
+    for seg in sorted({r["segment"] for r in window}):
+        rs = [r for r in window if r["segment"] == seg]
+        status = min((r["status"] for r in rs), key=lambda s: _STATUS_RANK.get(s, 99))
+        judged = [r for r in rs if r["status"] in ("ok", "warn", "drift")]
+        top = max(judged or rs, key=lambda r: (r["value"] - r["drift_threshold"], r["feature"]))
+        rows.append(DriftSegmentRow(seg, status, sum(r["status"] == "drift" for r in rs),
+                                    sum(r["status"] == "warn" for r in rs), len(judged), top["feature"],
+                                    top["value"], top["drift_threshold"], max(r["n_cur"] for r in rs)))
+    rows.sort(key=lambda r: (_STATUS_RANK.get(r.status, 99), r.segment))
+    end = window[0]["window_end"]
+    return DriftView(metric, _utc_ms(start), _utc_ms(end), window[0]["reference_id"], rows,
+                     [a for a in alerts if a.get("window_start") == start], len(starts))
+
+
+def _utc_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).replace(tzinfo=None)
+
+
+def drift_series(records: Sequence[dict], feature: str, segment: str, metric: str = "psi") -> list[dict]:
+    """One feature's records in one segment over time (by window start)."""
+    out = sorted((r for r in records if r["feature"] == feature and r["segment"] == segment and r["metric"] == metric),
+                 key=lambda r: r["window_start"])
+    if not out:
+        known = sorted({r["feature"] for r in records})
+        raise ValueError(f"no drift records of feature {feature!r} in segment {segment!r} ({metric}); "
+                         f"features: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}")
+    return out
+
+
+def drift_chart(series: Sequence[dict], path: str | Path, *, title: str) -> Path:
+    """A PNG of a feature's drift over time: its value per window, the warn and drift thresholds
+    it was judged against, windows that drifted marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [_utc_ms(r["window_start"]) for r in series]
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
+    ax.plot(xs, [r["value"] for r in series], color="#1f4e79", marker="o", markersize=3, label=series[0]["metric"])
+    judged = [(x, r) for x, r in zip(xs, series) if r["status"] in ("ok", "warn", "drift")]
+    if judged:
+        ax.step([x for x, _ in judged], [r["warn_threshold"] for _, r in judged], where="mid", color="#d39e00",
+                linewidth=1, label="warn threshold")
+        ax.step([x for x, _ in judged], [r["drift_threshold"] for _, r in judged], where="mid", color="#b22222",
+                linewidth=1, label="drift threshold")
+    hits = [(x, r["value"]) for x, r in zip(xs, series) if r["status"] == "drift"]
+    if hits:
+        ax.scatter([x for x, _ in hits], [v for _, v in hits], color="#b22222", zorder=3, s=18, label="drift")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(series[0]["metric"])
+    ax.legend(fontsize=8, loc="upper left")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path
