@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditflow.errors import ConfigError
-from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent
+from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent, epoch_millis
 from auditflow.settings import Settings
 from auditflow.version import code_version
 from ingest.amlworld import read_transactions
@@ -437,8 +437,10 @@ def run_deep_path(
     max_reports: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     development_key: bool = False,
+    drift_records: Sequence[dict] = (),
 ) -> list[CaseResult]:
-    """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert."""
+    """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert (with
+    the drift of the alert's segments at alert time, where the run scored drift)."""
     from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
     from reports import ReportFailure, ReportWriter
@@ -465,7 +467,8 @@ def run_deep_path(
             t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
-            outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
+            outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
+                                   drift=alert_drift_status(drift_records, alert.event))
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
             else:
@@ -638,9 +641,13 @@ def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[l
 
     store = ReportStore(RunPaths.under(settings.out_dir).reports_dir, report_signer(settings))
     store.repair()
+    drift_path = RunPaths.under(settings.out_dir).drift_scores
+    drift = read_drift_records(drift_path) if drift_path.is_file() else []
     done = []
     for period in periods:
-        stem, contents, unsigned = prepare_period_report(period, alerts, code_version=code_version(), seed=settings.seed)
+        figures = period_drift_figures(drift, period.start, period.end) if drift else None
+        stem, contents, unsigned = prepare_period_report(period, alerts, code_version=code_version(), seed=settings.seed,
+                                                         drift=figures)
         pub = store.publish(stem, contents, unsigned)
         done.append(PeriodReportResult(period.period_id, pub.status, store.directory / pub.manifest.files[0][0],
                                        int(dict(unsigned.extra)["alerts"])))
@@ -859,6 +866,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
         stream.candidates, model_dir, settings, input_sha256=input_sha256,
         reports_dir=paths.reports_dir, max_reports=max_reports,
         progress=lambda i, n: progress("deep", i, n), development_key=development_key,
+        drift_records=stream.drift_records,
     )
     write_jsonl(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
@@ -978,7 +986,6 @@ def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Setti
 
     from auditflow.canonical import canonical_json
     from auditflow.features import FEATURE_NAMES
-    from auditflow.records import epoch_millis
     from model_service.fast_path import batch_scorer
     from pipelines.drift import SCORE, Row, build_profile
     from pipelines.features import iter_features
@@ -1138,3 +1145,72 @@ def drift_chart(series: Sequence[dict], path: str | Path, *, title: str) -> Path
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def alert_drift_status(records: Sequence[dict], event: TransactionEvent, metric: str = "psi") -> tuple | None:
+    """The drift of an alert's segments at alert time, for its report: from the last drift window
+    that had closed when the transfer happened, per segment (all events, its payment format,
+    currency and bank, ``__other__`` where the reference did not keep the value), the score's
+    drift and how many monitored features drifted. None without drift records; () when no window
+    had closed yet."""
+    from reports.alert_report import DriftStatus
+
+    if not records:
+        return None
+    at = epoch_millis(event.timestamp)
+    closed = [r for r in records if r["metric"] == metric and r["window_end"] <= at]
+    if not closed:
+        return ()
+    start = max(r["window_start"] for r in closed)
+    window = [r for r in closed if r["window_start"] == start]
+    names = {r["segment"] for r in window}
+    wanted = ["__all__"]
+    for dim, value in (("payment_format", event.payment_format), ("currency", event.amount_paid.currency),
+                       ("bank", event.sender.bank)):
+        seg = f"{dim}={value}"
+        wanted.append(seg if seg in names else f"{dim}=__other__")
+    span = f"{_utc_ms(start):%Y-%m-%d %H:%M}..{_utc_ms(window[0]['window_end']):%H:%M}"
+    out = []
+    for seg in wanted:
+        rs = [r for r in window if r["segment"] == seg]
+        if not rs:
+            continue
+        score = [r for r in rs if r["feature"] == "score"]
+        drifted = sorted(r["feature"] for r in rs if r["status"] == "drift" and r["significant"])
+        judged = sum(r["status"] in ("ok", "warn", "drift") for r in rs)
+        if score:
+            s = score[0]
+            out.append(DriftStatus(f"{seg}, {span}: {metric} of the score (n={s['n_cur']})", f"{s['value']:.4f}",
+                                   s["status"]))
+        status = "drift" if drifted else ("ok" if judged else "insufficient_data")
+        listed = ", ".join(drifted[:4]) + (" ..." if len(drifted) > 4 else "")
+        out.append(DriftStatus(f"{seg}, {span}: inputs drifting (significant) of {judged} judged"
+                               + (f": {listed}" if drifted else ""), str(len(drifted)), status))
+    return tuple(out)
+
+
+def period_drift_figures(records: Sequence[dict], start: datetime, end: datetime, metric: str = "psi",
+                         limit: int = 20) -> list:
+    """The drift of a period for its compliance summary: per segment with drift windows inside
+    ``[start, end)`` (and all events always), how many windows drifted and its farthest feature;
+    the worst first, at most ``limit`` rows."""
+    from reports.period_report import DriftFigure
+
+    lo, hi = epoch_millis(start), epoch_millis(end)
+    inside = [r for r in records if r["metric"] == metric and lo <= r["window_start"] and r["window_end"] <= hi]
+    if not inside:
+        return []
+    windows = len({r["window_start"] for r in inside})
+    rows = []
+    for seg in sorted({r["segment"] for r in inside}):
+        rs = [r for r in inside if r["segment"] == seg]
+        hit = [r for r in rs if r["status"] == "drift" and r["significant"]]
+        if not hit and seg != "__all__":
+            continue
+        top = max(hit or rs, key=lambda r: (r["value"] - r["drift_threshold"], r["feature"]))
+        n_hit = len({r["window_start"] for r in hit})
+        rows.append((0 if hit else 1, seg, DriftFigure(
+            f"{seg}: {n_hit} of {windows} windows drifting; farthest {top['feature']} ({metric})", top["value"],
+            "drift" if hit else "ok")))
+    rows.sort(key=lambda t: (t[0], t[1] != "__all__", t[1]))
+    return [f for _, _, f in rows[:limit]]

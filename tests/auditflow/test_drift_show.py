@@ -74,3 +74,58 @@ def test_show_errors_name_what_is_wrong(tmp_path):
     assert res.exit_code == 2 and "'nope'" in res.output
     res = runner.invoke(cli.app, ["drift", "show", "--records", str(f), "--metric", "xx"])
     assert res.exit_code == 2 and "metric 'xx'" in res.output
+
+
+def _rec(start_h, feature, segment, status, value, *, significant=True, n=500):
+    return {"schema": P.RECORD_SCHEMA, "window_start": start_h * HOUR_MS, "window_end": (start_h + 1) * HOUR_MS,
+            "feature": feature, "segment": segment, "metric": "psi", "status": status, "value": value,
+            "drift_threshold": 0.1, "warn_threshold": 0.05, "significant": significant, "n_cur": n,
+            "reference_id": "ref-x"}
+
+
+def test_an_alert_report_gets_its_segments_drift_from_the_last_closed_window():
+    from datetime import datetime, timedelta
+
+    from auditflow.flow import alert_drift_status
+    from auditflow.money import Money
+    from auditflow.records import AccountRef, TransactionEvent
+
+    recs = [_rec(10, "score", "__all__", "ok", 0.01), _rec(10, "amount_usd", "__all__", "ok", 0.02),
+            _rec(10, "score", "payment_format=Cash", "drift", 0.4), _rec(10, "amount_usd", "payment_format=Cash", "drift", 0.9),
+            _rec(10, "score", "currency=__other__", "warn", 0.07), _rec(10, "score", "bank=b1", "insufficient_data", 0.3, n=20),
+            _rec(11, "score", "__all__", "drift", 5.0)]  # the window the alert falls in: not closed yet
+    ev = TransactionEvent("tx-1", datetime(1970, 1, 1) + timedelta(hours=11, minutes=30), AccountRef("b1", "A1"),
+                          AccountRef("b2", "A2"), Money("Yuan", 100), Money("Yuan", 100), "Cash", False, 3)
+    got = {(d.measure.split(",")[0], "score" if "of the score" in d.measure else "inputs"): d
+           for d in alert_drift_status(recs, ev)}
+    assert got[("__all__", "score")].status == "ok" and got[("__all__", "score")].value == "0.0100"
+    assert got[("payment_format=Cash", "score")].status == "drift"
+    assert got[("payment_format=Cash", "inputs")].value == "2" and "amount_usd" in got[("payment_format=Cash", "inputs")].measure
+    assert got[("currency=__other__", "score")].status == "warn"  # Yuan: not a kept currency
+    assert got[("bank=b1", "inputs")].status == "insufficient_data"
+    assert all("10:00..11:00" in d.measure for d in got.values())
+    early = _at_hour(ev, 10)
+    assert alert_drift_status(recs, early) == () and alert_drift_status([], ev) is None
+
+
+def _at_hour(ev, hours):
+    import dataclasses
+    from datetime import datetime, timedelta
+
+    return dataclasses.replace(ev, timestamp=datetime(1970, 1, 1) + timedelta(hours=hours, minutes=5))
+
+
+def test_a_period_summary_lists_the_segments_that_drifted_in_it():
+    from datetime import datetime
+
+    from auditflow.flow import period_drift_figures
+
+    recs = [_rec(h, "score", "__all__", "ok", 0.01) for h in range(10, 14)]
+    recs += [_rec(11, "amount_usd", "payment_format=Cash", "drift", 0.9), _rec(12, "amount_usd", "payment_format=Cash", "drift", 0.5),
+             _rec(12, "score", "payment_format=ACH", "drift", 0.3, significant=False),  # not after BH: not listed
+             _rec(15, "score", "bank=b2", "drift", 0.8)]  # outside the period
+    figs = period_drift_figures(recs, datetime(1970, 1, 1, 10), datetime(1970, 1, 1, 14))
+    assert [f.status for f in figs] == ["drift", "ok"]
+    assert figs[0].measure.startswith("payment_format=Cash: 2 of 4 windows drifting; farthest amount_usd")
+    assert figs[0].value == 0.9 and figs[1].measure.startswith("__all__: 0 of 4 windows")
+    assert period_drift_figures(recs, datetime(1970, 1, 2), datetime(1970, 1, 3)) == []
