@@ -753,6 +753,90 @@ def trace_id_for(root: str, params: dict[str, Any], edge_ids: list[str]) -> str:
     return "trace-" + canonical_sha256({"root": root, "params": params, "edges": sorted(edge_ids)})[:16]
 
 
+#: Where a narrative sentence came from: the language model, or the deterministic template of its
+#: facts (the model's attempts were rejected by the fact check until the retry budget ran out).
+NARRATIVE_SOURCES = ("model", "template")
+
+
+@dataclass(frozen=True, slots=True)
+class NarrativeSentence:
+    """One sentence of an alert narrative and the evidence items it states: event ids, the trace
+    id, ``reason:<feature>`` and ``typology:<name>``."""
+
+    text: str
+    evidence: tuple[str, ...]
+    source: str = "model"
+
+    def __post_init__(self) -> None:
+        if self.source not in NARRATIVE_SOURCES:
+            raise FieldError("source", self.source, f"expected one of {', '.join(NARRATIVE_SOURCES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Narrative:
+    """An alert narrative (SAR style) as the narrator wrote it, with what made it: the model's
+    digest, the decoding parameters and the seed (the same inputs give the same narrative), the
+    ``mode`` (``constrained``: fact-checked with backtracking; ``baseline``: plain sampling) and
+    the decode statistics (``tokens``, ``backtracks``, ``tokens_rolled_back``,
+    ``template_fallbacks``, ``seconds``, ...; timing varies, so :meth:`content` leaves them out)."""
+
+    alert_id: str
+    trace_id: str
+    sentences: tuple[NarrativeSentence, ...]
+    mode: str
+    model_digest: str
+    decoding: tuple[tuple[str, Any], ...]
+    seed: int
+    stats: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+    @property
+    def template_sentences(self) -> tuple[int, ...]:
+        """1-based numbers of the sentences that came from the template."""
+        return tuple(i for i, s in enumerate(self.sentences, 1) if s.source == "template")
+
+    def content(self) -> dict[str, Any]:
+        """Everything but the statistics: what a report shows and is addressed by."""
+        return {
+            "schema": _schema("narrative"),
+            "alert_id": self.alert_id,
+            "trace_id": self.trace_id,
+            "sentences": [[s.text, list(s.evidence), s.source] for s in self.sentences],
+            "mode": self.mode,
+            "model_digest": self.model_digest,
+            "decoding": dict(self.decoding),
+            "seed": self.seed,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.content(), "stats": dict(self.stats)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    @_decoder("narrative")
+    def from_dict(cls, d: dict[str, Any]) -> Narrative:
+        _check_schema(d, "narrative")
+        return cls(
+            alert_id=_field(d, "alert_id", str),
+            trace_id=_field(d, "trace_id", str),
+            sentences=tuple(NarrativeSentence(t, tuple(e), s) for t, e, s in _field(d, "sentences", list)),
+            mode=_field(d, "mode", str),
+            model_digest=_field(d, "model_digest", str),
+            decoding=tuple(sorted(_field(d, "decoding", dict).items())),
+            seed=_field(d, "seed", int),
+            stats=tuple(sorted(d.get("stats", {}).items())),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Narrative:
+        return cls.from_dict(_load_json(text))
+
+
 @dataclass(frozen=True, slots=True)
 class ReportManifest:
     """What a report was made from, hashed, and where it sits: ``kind`` ``alert`` (``alert_id`` the
