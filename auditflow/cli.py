@@ -759,18 +759,27 @@ def _when(text: str, option: str) -> datetime:
 @reference_app.command("build")
 def reference_build(
     data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="transactions CSV")],
-    from_: Annotated[str, typer.Option("--from", help="first event time, YYYY-MM-DD[THH:MM] (UTC)")],
-    to: Annotated[str, typer.Option(help="end, exclusive, YYYY-MM-DD[THH:MM] (UTC)")],
+    from_: Annotated[Optional[str], typer.Option("--from", help="first event time, YYYY-MM-DD[THH:MM] (UTC)")] = None,
+    to: Annotated[Optional[str], typer.Option(help="end, exclusive, YYYY-MM-DD[THH:MM] (UTC)")] = None,
+    from_alert: Annotated[Optional[str], typer.Option(
+        "--from-alert", help="re-sample: the windows of this drift alert (OUT_DIR/drift_alerts.jsonl) instead of --from/--to")] = None,
     model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     out: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/drift]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
-    """Freeze the drift reference of the events between --from and --to: bins from their quantiles,
-    segments, counts; named by its content hash (the reference id every drift record carries)."""
+    """Freeze the drift reference of the events between --from and --to (or, re-sampling after a
+    drift alert, of the windows it fired on): bins from their quantiles, segments, counts; named by
+    its content hash (the reference id every drift record carries)."""
     settings = _settings()
     model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
+    if (from_alert is None) == (from_ is None or to is None) or (from_alert and (from_ or to)):
+        raise _fail("give --from and --to, or --from-alert", code=2)
     try:
-        res = flow.build_reference(data, model_dir, settings, _when(from_, "--from"), _when(to, "--to"), out_dir=out)
+        if from_alert:
+            start, end = flow.drift_alert_range(flow.RunPaths.under(settings.out_dir).drift_alerts, from_alert)
+        else:
+            start, end = _when(from_, "--from"), _when(to, "--to")
+        res = flow.build_reference(data, model_dir, settings, start, end, out_dir=out)
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     if as_json:

@@ -1214,3 +1214,15 @@ def period_drift_figures(records: Sequence[dict], start: datetime, end: datetime
             "drift" if hit else "ok")))
     rows.sort(key=lambda t: (t[0], t[1] != "__all__", t[1]))
     return [f for _, _, f in rows[:limit]]
+
+
+def drift_alert_range(alerts_path: str | Path, alert_id: str) -> tuple[datetime, datetime]:
+    """The event-time range a drift alert fired on (from the first window of its run to the end of
+    the last): what ``reference build --from-alert`` re-samples the reference from."""
+    path = Path(alerts_path)
+    if not path.is_file():
+        raise ValueError(f"no drift alerts at {path}")
+    for a in read_drift_records(path):
+        if a.get("alert_id") == alert_id:
+            return _utc_ms(a["since"]), _utc_ms(a["window_end"])
+    raise ValueError(f"drift alert {alert_id!r} is not in {path}")

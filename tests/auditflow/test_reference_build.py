@@ -65,3 +65,22 @@ def test_an_empty_or_inverted_window_is_refused_clearly(history, model_dir, tmp_
     assert "no events" in said("2030-01-01", "2030-01-02")
     assert "FROM must be before TO" in said("2022-09-02", "2022-09-01")
     assert "--from 'yesterday'" in said("yesterday", "2022-09-01")
+
+
+def test_re_sampling_after_a_drift_alert_freezes_the_windows_it_fired_on(history, model_dir, tmp_path, monkeypatch):
+    _, csv_path = history
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path))
+    start, end = datetime(2022, 9, 1, 12), datetime(2022, 9, 2, 12)
+    ms = lambda t: int((t - datetime(1970, 1, 1)).total_seconds() * 1000)  # noqa: E731
+    alert = {"schema": "auditflow.drift_alert/1", "alert_id": "drift-abc", "action": "resample_reference",
+             "since": ms(start), "window_start": ms(end) - 3_600_000, "window_end": ms(end)}
+    (tmp_path / "drift_alerts.jsonl").write_text(json.dumps(alert) + "\n")
+    base = ["reference", "build", "--data", str(csv_path), "--model-dir", str(model_dir), "--out", str(tmp_path / "r"), "--json"]
+    by_alert = runner.invoke(cli.app, [*base, "--from-alert", "drift-abc"])
+    by_range = runner.invoke(cli.app, [*base, "--from", "2022-09-01T12:00", "--to", "2022-09-02T12:00"])
+    assert by_alert.exit_code == 0 and by_range.exit_code == 0, by_alert.output + by_range.output
+    assert json.loads(by_alert.output)["reference_id"] == json.loads(by_range.output)["reference_id"]
+    res = runner.invoke(cli.app, [*base, "--from-alert", "drift-nope"])
+    assert res.exit_code == 2 and "'drift-nope'" in res.output
+    res = runner.invoke(cli.app, [*base, "--from-alert", "drift-abc", "--from", "2022-09-01"])
+    assert res.exit_code == 2 and "--from-alert" in res.output

@@ -121,3 +121,29 @@ def test_statuses_instead_of_nan():
     assert all(math.isfinite(r.value) for r in recs)
     # a bank the reference never kept counts in __other__
     assert profile.segment_of("bank", "never-seen") == f"bank={D.OTHER_SEGMENT}"
+
+
+def test_a_level_the_reference_never_saw_has_its_own_bin_and_counts_as_out_of_reference():
+    ref_rows = stream(24, 41)
+    profile = P.build_profile(ref_rows, FEATURES, categorical=("payment_format", "bank"), segment_cap=25)
+    assert profile.levels["payment_format"] == sorted(FORMATS, key=lambda f: -sum(r.segments["payment_format"] == f
+                                                                                 for r in ref_rows))
+    assert len(profile.other_levels["bank"]) == 5  # 30 banks, 25 kept
+    later = stream(2, 42, start_hour=24, per_hour=400)
+    for r in later[::4]:
+        r.segments["payment_format"] = "Bitcoin"  # a level the reference never saw
+    counts = P.window_counts(profile, later, 60)
+    nb = profile.nbins("payment_format")
+    assert nb == len(FORMATS) + 2
+    hour = 24 * HOUR_MS
+    cur = counts[(hour, "payment_format", D.ALL_SEGMENT)]
+    n_new = sum(1 for r in later if r.ts_ms // HOUR_MS == 24 and r.segments["payment_format"] == "Bitcoin")
+    assert cur[-1] == n_new > 0 and cur[-2] == 0  # the new-level bin; none in the other-levels bin
+    banks = counts[(hour, "bank", D.ALL_SEGMENT)]
+    kept = set(profile.levels["bank"])
+    assert banks[-2] == sum(1 for r in later if r.ts_ms // HOUR_MS == 24 and r.segments["bank"] not in kept)
+    recs = {(r.feature, r.segment, r.metric): r for r in P.score_windows(profile, counts, 60, panes=[hour])}
+    fmt = recs[("payment_format", D.ALL_SEGMENT, "psi")]
+    assert fmt.out_of_reference == pytest.approx(n_new / fmt.n_cur, abs=1e-15)
+    assert fmt.status == "drift" and math.isfinite(fmt.value)
+    assert recs[("bank", D.ALL_SEGMENT, "psi")].out_of_reference == 0.0  # other levels were in the reference
