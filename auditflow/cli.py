@@ -399,15 +399,7 @@ def trace(
     from evidence_graph import trace_evidence
 
     settings = _settings(out_dir=out, trace_hops=hops, trace_fanout_cap=fanout_cap)
-    window = None
-    if start or end:
-        def parse(text: str | None) -> datetime | None:
-            try:
-                return datetime.strptime(text, "%Y-%m-%dT%H:%M") if text else None
-            except ValueError:
-                raise _fail(f"{text!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
-
-        window = (parse(start), parse(end))
+    window = _window(start, end)
     try:
         with flow.open_graph(settings) as store:
             t = trace_evidence(store, account, max_hops=settings.trace_hops, direction=direction,
@@ -427,13 +419,9 @@ _Out = Annotated[Optional[Path], typer.Option(help="run folder holding graph.jso
 
 
 def _window(start: str | None, end: str | None):
-    def parse(text: str | None) -> datetime | None:
-        try:
-            return datetime.strptime(text, "%Y-%m-%dT%H:%M") if text else None
-        except ValueError:
-            raise _fail(f"{text!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
-
-    return (parse(start), parse(end)) if start or end else None
+    if not (start or end):
+        return None
+    return (_when(start, "--start") if start else None, _when(end, "--end") if end else None)
 
 
 def _graph_query(call):
@@ -628,7 +616,7 @@ def report(
         if target == "period":
             if not from_ or not to:
                 raise _fail("report period needs --from and --to (YYYY-MM-DD)", code=2)
-            res = flow.report_period(settings, _date(from_, "--from"), _date(to, "--to"))
+            res = flow.report_period(settings, _when(from_, "--from"), _when(to, "--to"))
         else:
             if from_ or to:
                 raise _fail("--from/--to go with `report period`", code=2)
@@ -656,12 +644,7 @@ def schedule_run(
     from reports.signing import DevelopmentKeyRefused, SigningKeyError
 
     settings = _settings(out_dir=out)
-    when = None
-    if now is not None:
-        try:
-            when = datetime.strptime(now, "%Y-%m-%dT%H:%M")
-        except ValueError:
-            raise _fail(f"--now {now!r}: expected YYYY-MM-DDTHH:MM", code=2) from None
+    when = _when(now, "--now") if now is not None else None
     try:
         res = flow.run_schedule(settings, when)
     except (SigningKeyError, DevelopmentKeyRefused) as e:
@@ -681,11 +664,13 @@ def schedule_run(
     console.print(f"{res.written} written; audit log of {res.tree_size} entries", highlight=False)
 
 
-def _date(text: str, option: str):
+def _when(text: str, option: str) -> datetime:
+    from auditflow.records import parse_when
+
     try:
-        return datetime.strptime(text, "%Y-%m-%d")
+        return parse_when(text)
     except ValueError:
-        raise _fail(f"{option} {text!r}: expected YYYY-MM-DD", code=2) from None
+        raise _fail(f"{option} {text!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM", code=2) from None
 
 
 @app.command()
@@ -745,15 +730,6 @@ def tree_head_(
 
 reference_app = typer.Typer(no_args_is_help=True, help="Drift references: frozen profiles of the scoring inputs and score.")
 app.add_typer(reference_app, name="reference")
-
-
-def _when(text: str, option: str) -> datetime:
-    for fmt in ("%Y-%m-%dT%H:%M", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-    raise _fail(f"{option} {text!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM", code=2)
 
 
 @reference_app.command("build")

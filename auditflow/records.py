@@ -67,6 +67,16 @@ def check_event_time(ts: datetime, window: tuple[datetime, datetime], field_name
                      "(from inclusive, to exclusive)")
 
 
+def parse_when(text: str) -> datetime:
+    """``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM`` (UTC, naive) -> datetime; ``ValueError`` otherwise.
+
+    >>> parse_when("2022-09-01"), parse_when("2022-09-01T12:30")
+    (datetime.datetime(2022, 9, 1, 0, 0), datetime.datetime(2022, 9, 1, 12, 30))
+    """
+    t = text.strip()
+    return datetime.strptime(t, "%Y-%m-%dT%H:%M" if "T" in t else "%Y-%m-%d")
+
+
 def parse_time_window(text: str) -> tuple[datetime, datetime]:
     """``"FROM..TO"`` (each ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM``) -> (from, to): a plausible
     event-time window, from inclusive, to exclusive; ``ValueError`` naming the text otherwise.
@@ -78,8 +88,7 @@ def parse_time_window(text: str) -> tuple[datetime, datetime]:
     try:
         if not sep:
             raise ValueError("no '..'")
-        window = tuple(datetime.strptime(t.strip(), "%Y-%m-%dT%H:%M" if "T" in t else "%Y-%m-%d")
-                       for t in (start, end))
+        window = tuple(parse_when(t) for t in (start, end))
     except ValueError as e:
         raise ValueError(f"{text!r}: expected FROM..TO, each YYYY-MM-DD or YYYY-MM-DDTHH:MM ({e})") from None
     if not window[0] < window[1]:
