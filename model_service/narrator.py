@@ -192,7 +192,7 @@ class LanguageModel:
         torch = self.torch
         with torch.inference_mode():
             x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-            out = self.model(input_ids=x, past_key_values=cache, use_cache=True)
+            out = self.model(input_ids=x, cache=cache, use_cache=True)  # 5.x: cache, not past_key_values
         return out.logits[0, -1].float()
 
 
@@ -592,7 +592,7 @@ class _Decoder:
     def _target(anchors: dict[int, _Anchor], pos: int, sent_pos: int) -> _Anchor | None:
         """The nearest anchor at or before ``pos`` in the current sentence."""
         best = [p for p in anchors if sent_pos <= p <= pos]
-        return anchors[max(best)] if best else anchors.get(sent_pos)
+        return anchors[max(best)] if best else (anchors[min(anchors)] if anchors else None)
 
     def _template(self, cache, sentences: list[_Sentence], item: int, sent_pos: int) -> None:
         """Replace the sentence from ``sent_pos`` on with the plan item's template (counted)."""
@@ -654,3 +654,40 @@ def narrate(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCod
         seed=seed,
         stats=tuple(sorted(stats.items())),
     )
+
+
+# ----------------------------------------------------------------------------- the model service
+
+
+def narration_router(load=None, params: DecodingParams = DecodingParams()):
+    """A FastAPI ``APIRouter`` the model service includes (one process scores and narrates):
+    ``POST /narrate`` with ``{"alert": Alert, "trace": EvidenceTrace, "reason_codes": [...],
+    "typologies": [[name, explanation], ...], "seed": int, "mode": "constrained"|"baseline"}``
+    (the records' JSON forms) answers the :class:`~auditflow.records.Narrative`'s JSON form; a
+    malformed record is a 422 naming the field. ``load`` returns the :class:`LanguageModel`
+    (default: :func:`load_model` on ``auto``), called on the first request."""
+    from fastapi import APIRouter, Body, HTTPException
+
+    from auditflow.errors import FieldError
+
+    router = APIRouter()
+    get_lm = load or (lambda: load_model("auto"))
+
+    @router.post("/narrate")
+    def post_narrate(body: dict = Body(...)) -> dict:
+        try:
+            alert = Alert.from_dict(body.get("alert"))
+            trace = EvidenceTrace.from_dict(body.get("trace"))
+            codes = [ReasonCode.from_dict(d) for d in body.get("reason_codes", [])]
+            typologies = [(str(t[0]), str(t[1]) if len(t) > 1 else "") for t in body.get("typologies", [])]
+            seed, mode = body.get("seed", 7), body.get("mode", "constrained")
+            if type(seed) is not int or mode not in MODES:
+                raise FieldError("seed" if type(seed) is not int else "mode", seed if type(seed) is not int else mode,
+                                 "expected an integer seed and mode constrained or baseline")
+        except FieldError as e:
+            raise HTTPException(status_code=422, detail=str(e)) from None
+        except (TypeError, IndexError, AttributeError) as e:
+            raise HTTPException(status_code=422, detail=f"malformed request: {e}") from None
+        return narrate(alert, trace, codes, typologies, lm=get_lm(), params=params, seed=seed, mode=mode).to_dict()
+
+    return router

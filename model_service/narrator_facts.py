@@ -360,6 +360,10 @@ def _number_fact(text: str, word: str, a: int, b: int, facts: list[Fact], taken:
         facts.append(Fact("amount", f"{_plain(d) if d is not None else word} {currency}", a, b))
     elif words_before[-1:] in (["hop"], ["step"], ["layer"]):
         facts.append(Fact("hop", str(int(word)) if word.isdigit() else word, a, b))
+    elif words_before[-1:] == ["bank"]:
+        facts.append(Fact("bank", word, a, b))
+    elif words_before[-1:] == ["account"]:
+        facts.append(Fact("account", _resolve_account(word, evidence), a, b))
     elif (kind := _count_kind(nxt)) is not None and word.isdigit():
         if kind[0] == "count" and kind[1] == "hops":
             facts.append(Fact("count", f"hops:{int(word)}", a, b))
@@ -589,7 +593,7 @@ def narrative_plan(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Re
     items = [_item(f"On {e.timestamp:%Y-%m-%d} at {e.timestamp:%H:%M}, account {e.sender.node_id} sent "
                    f"{_amount_words(e.amount_paid)} to account {e.receiver.node_id} by {e.payment_format}.",
                    [e.event_id], ev)]
-    names = [t if isinstance(t, str) else t[0] for t in typologies]
+    names = list(dict.fromkeys(t if isinstance(t, str) else t[0] for t in typologies))
     up = [rc for rc in reason_codes if rc.contribution > 0]
     short = [rc for rc in up if len(value_text(rc.value)) <= 8]
     why = []

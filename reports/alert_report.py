@@ -40,7 +40,7 @@ from reportlab.platypus import KeepTogether, Paragraph, Spacer, Table, TableStyl
 
 from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount
-from auditflow.records import Alert, EvidenceTrace, ReasonCode, ReportManifest, TraceEdge
+from auditflow.records import Alert, EvidenceTrace, Narrative, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
 from reports._pdf import (
     CONTENT_W,
@@ -79,7 +79,7 @@ class ReportCase:
     code_version: str
     seed: int
     typologies: tuple[tuple[str, str], ...] = ()
-    narrative: str | None = None  # the narrator's text; None: the report uses its template
+    narrative: str | Narrative | None = None  # the narrator's; None: the report uses its template
     drift: tuple[DriftStatus, ...] | None = None  # None: no drift figures exist for the segment
     profile: str = DEFAULT_PROFILE
     institution: str | None = None  # who files / controls the processing (compliance profiles)
@@ -139,7 +139,7 @@ def report_id_for(case: ReportCase) -> str:
         "code_version": case.code_version,
         "seed": case.seed,
         "typologies": [[n, e] for n, e in case.typologies],
-        "narrative": case.narrative,
+        "narrative": case.narrative.content() if isinstance(case.narrative, Narrative) else case.narrative,
         "drift": None if case.drift is None else [[d.measure, d.value, d.status] for d in case.drift],
         "profile": case.profile,
         "institution": case.institution,
@@ -249,7 +249,44 @@ def _executive_summary(case: ReportCase) -> list:
     return [Paragraph("Executive summary", STYLES["h2"]), _lines(lines, "body")]
 
 
+#: The lines that open and close the narrator's paragraph in the PDF (see :func:`narrative_from_pdf_text`).
+NARRATOR_NOTE = "Source: the narrator. Every fact below was checked against the evidence while it was written."
+NARRATOR_END = "Sentence sources:"
+
+
+def narrative_from_pdf_text(text: str) -> str | None:
+    """The narrator's paragraph in a report's extracted text (lines joined by spaces), or None."""
+    start = text.find(NARRATOR_NOTE)
+    end = text.find(NARRATOR_END, start)
+    if start < 0 or end < 0:
+        return None
+    return " ".join(text[start + len(NARRATOR_NOTE):end].split())
+
+
+def _narrator_section(n: Narrative) -> list:
+    """The narrator's paragraph, which sentences came from the template, and the evidence each
+    sentence states."""
+    model = dict(n.decoding)
+    out: list = [Paragraph("Narrative", STYLES["h2"]), _p(NARRATOR_NOTE, "note"), Spacer(1, 2),
+                 Paragraph(escape(n.text), STYLES["body"]), Spacer(1, 3)]
+    templates = n.template_sentences
+    sources = (f"{NARRATOR_END} sentence{'s' if len(templates) > 1 else ''} "
+               f"{', '.join(map(str, templates))} came from the template (the model's attempts were rejected "
+               "by the fact check); the others were written by the model." if templates else
+               f"{NARRATOR_END} every sentence was written by the model; none came from the template.")
+    out.append(_p(sources, "note"))
+    out.append(_p(f"Model {n.model_digest}, {n.mode} decoding (temperature {model.get('temperature')}, top-k "
+                  f"{model.get('top_k')}, retry budget {model.get('retry_budget')}), seed {n.seed}.", "note"))
+    rows = [[_p(str(i)), _p(s.source), _p(", ".join(s.evidence), "cell_mono")]
+            for i, s in enumerate(n.sentences, 1)]
+    out.append(_grid_table(["#", "Source", "Evidence the sentence states"], rows,
+                           [10 * mm, 22 * mm, CONTENT_W - 32 * mm]))
+    return out
+
+
 def _narrative_from(case: ReportCase) -> list:
+    if isinstance(case.narrative, Narrative):
+        return _narrator_section(case.narrative)
     out: list = [Paragraph("Narrative", STYLES["h2"])]
     if case.narrative is not None:
         out.append(_p("Source: the narrator (generated text; check it against the evidence below).", "note"))
@@ -544,6 +581,20 @@ def trace_file_bytes(trace: EvidenceTrace) -> bytes:
     return gzip.compress((trace.to_json() + "\n").encode(), compresslevel=9, mtime=0)
 
 
+def _narrative_manifest_fields(n: str | Narrative | None) -> tuple[tuple[str, str], ...]:
+    """What the manifest records of a narrator's narrative: the model digest, the decoding
+    parameters (RFC 8785 JSON), the seed and mode, and the template sentences."""
+    if not isinstance(n, Narrative):
+        return ()
+    from auditflow.canonical import canonical_json
+
+    return (("narrative_model_digest", n.model_digest),
+            ("narrative_decoding", canonical_json(dict(n.decoding)).decode()),
+            ("narrative_seed", str(n.seed)),
+            ("narrative_mode", n.mode),
+            ("narrative_template_sentences", ",".join(map(str, n.template_sentences))))
+
+
 def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]], ReportManifest]:
     """The report's file stem, its files as (suffix, bytes) and its manifest before it is placed
     and signed (pure: nothing written). ``ValueError`` when the trace is not rooted at the alert's
@@ -571,6 +622,7 @@ def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]]
             ("audit_chain_id", case.audit_chain_id),
             ("source_offset", str(alert.event.source_offset)),
             ("graph_query", graph_query_text(trace)),
+            *_narrative_manifest_fields(case.narrative),
         ),
     )
     pdf = render_alert_pdf(case, unsigned)
@@ -579,7 +631,7 @@ def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]]
 
 def make_case(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCode], *, input_sha256: str,
               code_version: str, seed: int, typologies: Sequence[tuple[str, str]] = (),
-              narrative: str | None = None, drift: Sequence[DriftStatus] | None = None,
+              narrative: str | Narrative | None = None, drift: Sequence[DriftStatus] | None = None,
               profile: str = DEFAULT_PROFILE, institution: str | None = None,
               contact: str | None = None) -> ReportCase:
     return ReportCase(alert, trace, tuple(reason_codes), input_sha256, code_version, seed,
@@ -683,7 +735,7 @@ class ReportWriter:
         reason_codes: list[ReasonCode],
         *,
         typologies: Sequence[tuple[str, str]] = (),
-        narrative: str | None = None,
+        narrative: str | Narrative | None = None,
         drift: Sequence[DriftStatus] | None = None,
     ) -> ReportManifest | ReportFailure:
         """The alert's report (see :func:`render_alert_report`), or why it could not be written."""

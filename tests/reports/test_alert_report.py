@@ -284,3 +284,32 @@ def test_identical_bytes_in_a_fresh_process_with_another_hash_seed(tmp_path):
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "there")], check=True, env=env)
     name = f"{here.alert_id}.pdf"
     assert (tmp_path / "there" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
+
+
+def test_a_narrators_narrative_reads_back_exactly_and_names_its_template_sentences(tmp_path):
+    from auditflow.records import Narrative, NarrativeSentence
+    from reports.alert_report import narrative_from_pdf_text
+
+    trace = make_trace()
+    n = Narrative(
+        alert_id=make_alert().alert_id, trace_id=trace.trace_id,
+        sentences=(NarrativeSentence("On 2022-09-01 at 00:16, account 00220/8001C8C51 sent 0.025852 Bitcoin to "
+                                     "account 01420/8003093C1 by Bitcoin.", ("tx-4b1d0c9e7f2a3b65",)),
+                   NarrativeSentence("It was flagged because the evidence matches the fan-out pattern.",
+                                     ("typology:fan-out",), "template"),
+                   NarrativeSentence("The trace followed the money for up to 3 hops and reached 6 accounts through "
+                                     "7 transfers.", (trace.trace_id,))),
+        mode="constrained", model_digest="sha256:" + "ab" * 32, decoding=(("temperature", 0.3), ("top_k", 20)),
+        seed=11, stats=(("seconds", 1.5),))
+    manifest = render(tmp_path, narrative=n, seed=11)
+    text = pdf_text(tmp_path / manifest.files[0][0])
+    assert narrative_from_pdf_text(text) == n.text
+    assert "sentence 2 came from the template" in " ".join(text.split())
+    extra = dict(manifest.extra)
+    assert extra["narrative_model_digest"] == n.model_digest and extra["narrative_seed"] == "11"
+    assert extra["narrative_template_sentences"] == "2" and json.loads(extra["narrative_decoding"])["top_k"] == 20
+    # timing is no part of what the report is made from: the same narrative, other stats, same report
+    from dataclasses import replace as _replace
+
+    again = render(tmp_path / "again", narrative=_replace(n, stats=(("seconds", 9.9),)), seed=11)
+    assert again.report_id == manifest.report_id

@@ -1,0 +1,100 @@
+"""The narrator's fact extractor and checker on hand-written sentences (no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from model_service.narrator_facts import (
+    check_sentence,
+    evidence_for,
+    extract_facts,
+    narrative_plan,
+    recall,
+    unsupported_facts,
+)
+from reports.testing import A1, A2, A3, B1, B2, ROOT, make_alert, make_reason_codes, make_trace
+
+TYPOLOGIES = [("fan-out", "The sender paid 7 distinct payees within 24 hours.")]
+
+
+@pytest.fixture(scope="module")
+def ev():
+    return evidence_for(make_alert(), make_trace(), make_reason_codes(), TYPOLOGIES)
+
+
+def keys(text, ev):
+    return [(f.kind, f.value) for f in extract_facts(text, ev)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    (f"On 2022-09-01 at 00:16, account {ROOT} sent 0.025852 Bitcoin to account {A1}.",
+     [("date", "2022-09-01"), ("time", "00:16"), ("account", ROOT), ("amount", "0.025852 Bitcoin"), ("account", A1)]),
+    ("Account 8003093C1 at bank 01420 received it.", [("account", A1)]),
+    ("bank 0119 account 80F2A3B11 paid USD 12.05", [("account", A2), ("amount", "12.05 US Dollar")]),
+    ("1,250,000.00 Euro left on September 1, 2022 at 03:00.",
+     [("amount", "1250000.00 Euro"), ("date", "2022-09-01"), ("time", "03:00")]),
+    ("It crossed 3 hops, seven accounts and 7 transfers in hop 2.",
+     [("count", "hops:3"), ("count", "accounts:7"), ("count", "transfers:7"), ("hop", "2")]),
+    ("The pattern is a fan-out, not a cycle.", [("typology", "fan-out"), ("typology", "cycle")]),
+    ("The sender's distinct payees in the last 24 hours were 7.", [("duration", "hours:24"), ("value", "7")]),
+    ("At 2022-09-01T00:40 the money moved.", [("date", "2022-09-01"), ("time", "00:40")]),
+    ("Case 1. Reference 4711.", [("number", "1"), ("number", "4711")]),
+    ("No digits here, only words about money.", []),
+])
+def test_extracts_the_facts_a_sentence_states(text, expected, ev):
+    assert keys(text, ev) == expected
+
+
+@pytest.mark.parametrize("text", [
+    f"On 2022-09-01 at 00:16, account {ROOT} sent 0.025852 Bitcoin to account {A1} by Bitcoin.",
+    f"Account {A2} sent 1250000.00 Euro to account {B2} on 2022-09-01 at 03:00.",
+    f"Account {B2} received 1250000.00 Euro from {A2}.",
+    f"{A1} and {A2} were both paid by {ROOT}.",
+    "It was flagged because the evidence matches the fan-out pattern.",
+    "The trace followed the money for up to 3 hops and reached 6 accounts through 7 transfers.",
+    "The sender paid 7 distinct payees.",
+    "Nothing in this sentence is a fact.",
+])
+def test_supported_sentences_pass(text, ev):
+    assert check_sentence(text, ev) == []
+
+
+@pytest.mark.parametrize("text, why", [
+    (f"Account {ROOT} sent 3697.35 US Dollar to account {A2}.", "unsupported amount 3697.35 US Dollar"),
+    (f"Account {ROOT} sent 3697.34 Euro to account {A2}.", "unsupported amount 3697.34 Euro"),
+    (f"Account {ROOT} sent 3697.34 US Dollar to account {B1}.", "no transfer"),  # wrong receiver
+    (f"Account {A2} sent 3697.34 US Dollar to account {ROOT}.", "no transfer"),  # reversed
+    (f"Account {B2} received 1250000.00 Euro from {A1}.", "no transfer"),
+    (f"On 2022-09-01 at 00:40, account {ROOT} sent 0.025852 Bitcoin to {A1}.", "no transfer"),  # another time
+    (f"On 2022-09-02 the account {ROOT} paid out.", "unsupported date 2022-09-02"),
+    ("The money went to account 0999/8000ABCD0.", "unsupported account 0999/8000ABCD0"),
+    ("It moved through 4 hops.", "unsupported count hops:4"),
+    ("It reached 9 accounts.", "unsupported count accounts:9"),
+    ("The evidence matches the cycle pattern.", "unsupported typology cycle"),
+    ("It was flagged 12 times.", "unsupported number 12"),
+    (f"{A1} and {A3} both paid {B1}.", "no transfer"),  # A3 never paid B1
+    ("Within 48 hours it was gone.", "unsupported duration hours:48"),
+    ("On March 3, 2021 it started.", "unsupported date 2021-03-03"),
+])
+def test_unsupported_facts_and_transfers_are_caught(text, why, ev):
+    found = check_sentence(text, ev)
+    assert found and why in found[0].reason, (text, found)
+
+
+def test_every_plan_sentence_is_supported_and_states_its_facts(ev):
+    items = narrative_plan(make_alert(), make_trace(), make_reason_codes(), TYPOLOGIES, evidence=ev)
+    assert len(items) == 5
+    text = " ".join(it.text for it in items)
+    assert unsupported_facts(text, ev) == []
+    stated, total = recall(text, items, ev)
+    assert stated == total > 10
+    assert items[0].evidence == (make_alert().event.event_id,)
+    assert items[-1].evidence == (make_trace().trace_id,)
+
+
+def test_a_narrative_with_one_invented_fact_reports_that_fact(ev):
+    text = (f"On 2022-09-01 at 00:16, account {ROOT} sent 0.025852 Bitcoin to account {A1}. "
+            f"On 2022-09-01 at 00:40, account {ROOT} sent 3697.43 US Dollar to account {A2}.")
+    found = unsupported_facts(text, ev)
+    assert [v.reason for v in found] == ["unsupported amount 3697.43 US Dollar"]
+    assert text[found[0].start:].startswith("3697.43")
