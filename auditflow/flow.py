@@ -468,7 +468,8 @@ def run_deep_path(
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
-                                   drift=alert_drift_status(drift_records, alert.event))
+                                   drift=alert_drift_status(drift_records, alert.event),
+                                   narrative=narrative_for(settings, alert, trace, codes, matches))
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
             else:
@@ -490,12 +491,27 @@ def check_report_settings(settings: Settings, *, development_key: bool = False) 
 
     report_signer(settings, development_key=development_key)
     check_organisation(load_profile(settings.report_profile), settings.report_institution, settings.report_contact)
+    if settings.narrator_min_score is not None:  # the narrative tier needs the narrator's model here
+        from model_service.narrator import model_path
+
+        model_path()
 
 
 def report_profile_options(settings: Settings) -> dict[str, Any]:
     """The report profile and the institution and contact its compliance section names."""
     return {"profile": settings.report_profile, "institution": settings.report_institution,
             "contact": settings.report_contact}
+
+
+def narrative_for(settings: Settings, alert: Alert, trace, codes, matches):
+    """The narrator's narrative of an alert whose tier asks for one (score at least
+    ``AUDITFLOW_NARRATOR_MIN_SCORE``), else None (the report prints its template narrative)."""
+    if settings.narrator_min_score is None or alert.score < settings.narrator_min_score:
+        return None
+    from model_service.narrator import load_model, narrate
+
+    lm = load_model(settings.narrator_device, threads=settings.narrator_threads)
+    return narrate(alert, trace, codes, [(m.typology, m.explanation) for m in matches], lm=lm, seed=settings.seed)
 
 
 def trace_and_typologies(store, alert: Alert, settings: Settings):
@@ -596,7 +612,8 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
                           seed=settings.seed, signer=report_signer(settings), **options)
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
-    out = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches])
+    out = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
+                       narrative=narrative_for(settings, alert, trace, codes, matches))
     head = writer.finish()
     if isinstance(out, ReportFailure):
         raise ValueError(f"report for {alert_id} not written: {out.reason}")

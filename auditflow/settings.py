@@ -76,6 +76,11 @@ AUDITFLOW_ANALYST_TOKENS_FILE      bearer tokens the analyst API accepts (secret
 AUDITFLOW_ANALYST_LISTEN           ``HOST:PORT`` ``serve analyst`` listens on       ``127.0.0.1:8088``
 AUDITFLOW_ANALYST_TIMEOUT_S        per-query time limit of the analyst API          ``5``
 AUDITFLOW_ANALYST_MAX_RESULTS      most items one analyst API page returns          ``500``
+AUDITFLOW_NARRATOR_MIN_SCORE       alerts scored at least this get a narrator's     unset: none (the report's
+                                   narrative in their report (the narrative tier)   template narrative)
+AUDITFLOW_NARRATOR_DEVICE          where the narrator's model runs: ``auto``        ``auto``
+                                   (CUDA when there is one), ``cpu``, ``cuda``
+AUDITFLOW_NARRATOR_THREADS         torch CPU threads of the narrator                torch's default
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
@@ -172,6 +177,9 @@ class Settings(BaseSettings):
     analyst_listen: str = Field(default="127.0.0.1:8088", pattern=r"^[^:\s]+:[0-9]{1,5}$")
     analyst_timeout_s: float = Field(default=5.0, gt=0, le=600)
     analyst_max_results: int = Field(default=500, ge=1, le=100_000)
+    narrator_min_score: float | None = Field(default=None, ge=0, le=1)
+    narrator_device: Literal["auto", "cpu", "cuda"] = "auto"
+    narrator_threads: int | None = Field(default=None, ge=1)
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")

@@ -98,3 +98,18 @@ def test_a_narrative_with_one_invented_fact_reports_that_fact(ev):
     found = unsupported_facts(text, ev)
     assert [v.reason for v in found] == ["unsupported amount 3697.43 US Dollar"]
     assert text[found[0].start:].startswith("3697.43")
+
+
+def test_only_alerts_of_the_narrative_tier_get_a_narrator(monkeypatch):
+    from auditflow.flow import narrative_for
+    from auditflow.settings import Settings
+
+    for name in ("AUDITFLOW_NARRATOR_MIN_SCORE", "AUDITFLOW_NARRATOR_DEVICE"):
+        monkeypatch.delenv(name, raising=False)
+    alert = make_alert()  # scored 0.973...
+    assert narrative_for(Settings(), alert, make_trace(), make_reason_codes(), []) is None
+    assert narrative_for(Settings(narrator_min_score=0.99), alert, make_trace(), make_reason_codes(), []) is None
+    monkeypatch.setenv("AUDITFLOW_NARRATOR_MIN_SCORE", "0.5")
+    monkeypatch.setenv("AUDITFLOW_NARRATOR_DEVICE", "cpu")
+    s = Settings()
+    assert (s.narrator_min_score, s.narrator_device) == (0.5, "cpu")
