@@ -20,7 +20,10 @@ pass-through and net outflow in each of :data:`auditflow.limits.FEATURE_WINDOWS`
 
 from __future__ import annotations
 
-from auditflow.limits import CYCLE_MAX_PATH_HOPS, FEATURE_WINDOWS, LONG_WINDOW_MINUTES, RECENT_LEGS
+from collections.abc import Mapping
+
+from auditflow.limits import FEATURE_WINDOWS, LONG_WINDOW_MINUTES, MINUTES_PER_DAY, RECENT_LEGS
+from auditflow.records import PAYMENT_FORMATS
 
 #: The per-window aggregates, repeated for each window suffix of ``FEATURE_WINDOWS`` in order.
 WINDOW_FEATURES = ("out_n", "in_n", "out_usd", "in_usd", "out_cp", "in_cp", "pass", "net")
@@ -126,34 +129,108 @@ for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "receiv
 
 # ---------------------------------------------------------------- graph features
 
+#: Windows of the graph features' degrees: (name suffix, minutes). Days to weeks: laundering
+#: shapes are spread over that long.
+GRAPH_WINDOWS: tuple[tuple[str, int], ...] = (("24h", MINUTES_PER_DAY), ("7d", 7 * MINUTES_PER_DAY),
+                                              ("28d", 28 * MINUTES_PER_DAY))
+#: The window of the shape features (cycles, scatter-gather, gather-scatter, two-hop reach,
+#: amounts): seven days.
+GRAPH_SHAPE_MINUTES = 7 * MINUTES_PER_DAY
+#: Longest temporal cycle through a transfer the cycle feature looks for, this transfer included.
+GRAPH_CYCLE_MAX_HOPS = 5
+_G_DEGREES = (("snd", "out"), ("snd", "in"), ("rcv", "in"), ("rcv", "out"))
+
 GRAPH_FEATURE_NAMES: tuple[str, ...] = (
-    "g_snd_out_degree",
-    "g_rcv_in_degree",
-    "g_snd_in_degree",
-    "g_rcv_out_degree",
+    *(f"g_{side}_{d}_cp_{s}" for s, _ in GRAPH_WINDOWS for side, d in _G_DEGREES),
+    "g_rcv_new_payers_7d",
+    "g_snd_new_payees_7d",
     "g_cycle_len",
     "g_sg_width",
     "g_gs_width",
     "g_two_hop_out",
+    "g_snd_in_usd_7d",
+    "g_fwd_share_7d",
+    "g_rcv_in_usd_7d",
+    "g_rcv_in_amt_cv_7d",
 )
 
-GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {
-    "g_snd_out_degree": "sender: distinct payees in the window",
-    "g_rcv_in_degree": "receiver: distinct payers in the window",
-    "g_snd_in_degree": "sender: distinct payers in the window",
-    "g_rcv_out_degree": "receiver: distinct payees in the window",
+_WHO = {"snd": "sender", "rcv": "receiver"}
+_BEFORE = "before this transfer (earlier minutes only)"
+GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {}
+for _s, _m in GRAPH_WINDOWS:
+    for _side, _d in _G_DEGREES:
+        GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_d}_cp_{_s}"] = (
+            f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the {span_text(_m)} {_BEFORE}"
+        )
+GRAPH_FEATURE_DESCRIPTIONS |= {
+    "g_rcv_new_payers_7d": "receiver: payers of the last 7 days that had not paid it in the 21 days before",
+    "g_snd_new_payees_7d": "sender: payees of the last 7 days it had not paid in the 21 days before",
     "g_cycle_len": (
-        "hops in the shortest directed cycle through this transfer: 1 for a self-transfer, else "
-        f"1 + shortest time-ordered path receiver -> sender (money moving forward in time) of at most "
-        f"{CYCLE_MAX_PATH_HOPS} hops; 0 if none"
+        f"hops of the shortest temporal cycle this transfer closes (at most {GRAPH_CYCLE_MAX_HOPS}): money "
+        "left the receiver and reached the sender through time-ordered transfers in the 7 days before; "
+        "1 for a self-transfer, 0 if none"
     ),
     "g_sg_width": (
-        "scatter-gather into the receiver: the most distinct intermediates m through which one "
-        "source s (s, m, receiver all different) pays s -> m -> receiver"
+        "scatter-gather closed at the receiver: the most distinct intermediates (the sender included) "
+        "through which one source paid the receiver in the 7 days before, each paid before it paid on"
     ),
     "g_gs_width": (
-        "gather-scatter through either account: max over sender and receiver of "
-        "min(distinct payers, distinct payees) where both are at least 2, else 0"
+        "gather-scatter through the sender: min(distinct payers, distinct payees since its first "
+        "receipt, this payee included) in the 7 days before, where both are at least 2, else 0"
     ),
-    "g_two_hop_out": "distinct accounts the sender reaches in 1 or 2 hops (itself excluded)",
+    "g_two_hop_out": (
+        "distinct accounts the sender paid in the 7 days before or pays now, and their payees in the 7 days "
+        "before (itself excluded)"),
+    "g_snd_in_usd_7d": "sender: USD received in the 7 days before",
+    "g_fwd_share_7d": "this amount over the USD the sender received in the 7 days before (-1: it received none)",
+    "g_rcv_in_usd_7d": "receiver: USD received in the 7 days before",
+    "g_rcv_in_amt_cv_7d": (
+        "receiver: coefficient of variation of the amounts it received in the 7 days before and this one "
+        "(low: similar amounts; 0 with fewer than 2)"
+    ),
 }
+assert tuple(GRAPH_FEATURE_DESCRIPTIONS) == GRAPH_FEATURE_NAMES
+
+# ---------------------------------------------------------------- model inputs
+
+#: Stream features the models never use: ``hour`` (when a generator plants its patterns says
+#: nothing about a bank's data) and ``format`` (a code number, not a quantity); the payment format
+#: enters by name instead (:data:`FORMAT_FEATURES`).
+EXCLUDED_FROM_MODELS = ("hour", "format")
+
+
+def format_feature(payment_format: str) -> str:
+    """The one-hot feature of a payment format, by name.
+
+    >>> format_feature("Credit Card")
+    'fmt_credit_card'
+    """
+    return "fmt_" + payment_format.lower().replace(" ", "_")
+
+
+FORMAT_FEATURES: tuple[str, ...] = tuple(format_feature(f) for f in PAYMENT_FORMATS)
+#: The models' stream inputs: the stream vector less the excluded fields, plus the format by name.
+MODEL_STREAM_FEATURES: tuple[str, ...] = (
+    *(n for n in FEATURE_NAMES if n not in EXCLUDED_FROM_MODELS), *FORMAT_FEATURES)
+#: The no-graph baseline's inputs: the transfer's own fields only (as in the public benchmark).
+BASELINE_FEATURES: tuple[str, ...] = ("amount_usd", "cross_currency", "self_transfer", "round_amount",
+                                      *FORMAT_FEATURES)
+MODEL_FEATURE_DESCRIPTIONS: dict[str, str] = {
+    **{n: d for n, d in FEATURE_DESCRIPTIONS.items() if n not in EXCLUDED_FROM_MODELS},
+    **{format_feature(f): f"paid by {f}" for f in PAYMENT_FORMATS},
+}
+
+
+def model_inputs(stream: Mapping[str, float]) -> dict[str, float]:
+    """The :data:`MODEL_STREAM_FEATURES` of a stream feature vector (``format`` is the index in
+    :data:`~auditflow.records.PAYMENT_FORMATS`).
+
+    >>> f = model_inputs({**dict.fromkeys(FEATURE_NAMES, 0.0), "format": 2.0})
+    >>> f["fmt_ach"], f["fmt_cheque"], "hour" in f
+    (1.0, 0.0, False)
+    """
+    out = {n: float(stream[n]) for n in FEATURE_NAMES if n not in EXCLUDED_FROM_MODELS}
+    code = int(stream["format"])
+    for i, name in enumerate(FORMAT_FEATURES):
+        out[name] = 1.0 if i == code else 0.0
+    return out

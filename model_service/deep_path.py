@@ -31,11 +31,12 @@ def explain_alerts(
     if not candidates:
         return []
     X = cascade.deep_matrix(candidates, graph_features_fn)
-    scores = cascade.deep.predict_proba(X)
+    model = cascade.alert_model  # stage 2, or stage 1 in a one-stage cascade
+    scores = model.predict_proba(X)
     keep = np.flatnonzero(scores >= cascade.alert_threshold)
     if keep.size == 0:
         return []
-    codes = cascade.deep.reason_codes_batch(X[keep], k=top_k)
+    codes = model.reason_codes_batch(X[keep], k=top_k)
     names = cascade.deep_feature_names
     digest = cascade.digest
     out = []

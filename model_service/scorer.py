@@ -40,8 +40,11 @@ import xgboost as xgb
 
 from auditflow.records import ReasonCode
 
-#: Tolerance (log-odds) for SHAP additivity and for TreeExplainer vs ``pred_contribs``.
-SHAP_TOLERANCE = 1e-4
+#: Additivity (log-odds), checked for every explained row: the float64 contributions plus the
+#: baseline equal the float64 margin of the same trees within this.
+SHAP_TOLERANCE = 1e-6
+#: Our float64 TreeSHAP against xgboost's own float32 ``pred_contribs`` (the cross-check).
+CROSS_CHECK_TOLERANCE = 1e-4
 
 _ATTR_KEY = "auditflow"
 _BAD_NAME = re.compile(r"[\[\]<,]")  # characters xgboost refuses in feature names
@@ -101,7 +104,8 @@ class BoosterParams:
 
 @dataclass(frozen=True, slots=True)
 class ShapExplanation:
-    """Exact TreeSHAP values in log-odds: ``values.sum(-1) + expected_value == margin``."""
+    """Exact TreeSHAP values in log-odds: ``values.sum(-1) + expected_value == margin`` (float64,
+    within :data:`SHAP_TOLERANCE`); ``expected_value`` is the model's recorded baseline."""
 
     feature_names: tuple[str, ...]
     values: np.ndarray  # (n, d), or (d,) when a single row was explained
@@ -142,6 +146,7 @@ class GradientBoostedScorer:
         self._booster: xgb.Booster | None = None
         self._raw: bytes | None = None
         self._explainer: Any = None
+        self.device = "cpu"
 
     # ------------------------------------------------------------------ input checks
 
@@ -233,6 +238,9 @@ class GradientBoostedScorer:
         self._raw = bytes(booster.save_raw(raw_format="json"))
         self._explainer = None
         self.seed = seed
+        self.device = preferred_device()
+        if self.device != "cpu":  # runtime only: the saved bytes (and the digest) stay the same
+            booster.set_param({"device": self.device})
 
     # ------------------------------------------------------------------ scoring
 
@@ -328,27 +336,29 @@ class GradientBoostedScorer:
 
     # ------------------------------------------------------------------ explanations
 
-    def explain(self, X: Any, *, cross_check: bool = False) -> ShapExplanation:
-        """Exact TreeSHAP (``shap.TreeExplainer``, path-dependent) for one row or a batch.
+    def explain(self, X: Any, *, cross_check: bool = False, threads: int = 1) -> ShapExplanation:
+        """Exact path-dependent TreeSHAP (:mod:`model_service.treeshap`, float64) for one row or a
+        batch, in log-odds against the recorded baseline (``expected_value``).
 
-        Always checks additivity (contributions + expected value == log-odds margin within
-        :data:`SHAP_TOLERANCE`); with ``cross_check`` also compares against xgboost's own
-        ``pred_contribs``. Raises :class:`ExplanationError` when either check fails.
+        Always checks additivity for every row (contributions + baseline == the trees' float64
+        margin within :data:`SHAP_TOLERANCE`, and that margin == xgboost's within
+        :data:`CROSS_CHECK_TOLERANCE`); with ``cross_check`` also compares every contribution with
+        xgboost's own ``pred_contribs``. Raises :class:`ExplanationError` when a check fails.
         """
         Xf, single = self._rows(X)
-        margin = self.predict_margin(Xf)
         d = len(self.feature_names)
+        ensemble = self.tree_ensemble()
+        expected = ensemble.expected_value
         if Xf.shape[0] == 0:
-            values = np.empty((0, d), dtype=np.float64)
-            expected = float("nan")
+            values, margin = np.empty((0, d), dtype=np.float64), np.empty(0, dtype=np.float64)
         else:
-            explainer = self._tree_explainer()
-            values = np.asarray(explainer.shap_values(Xf, check_additivity=False), dtype=np.float64)
-            # Read after shap_values: before it, shap reports only the base offset.
-            expected = float(np.asarray(explainer.expected_value).reshape(-1)[0])
+            values, margin = ensemble.shap_values(Xf, threads=threads)
             gap = np.abs(values.sum(axis=1) + expected - margin)
-            if gap.size and gap.max() > SHAP_TOLERANCE:
+            if gap.max() > SHAP_TOLERANCE:
                 raise ExplanationError(f"SHAP additivity off by {gap.max():.3g} log-odds")
+            drift = np.abs(margin - self.predict_margin(Xf)).max()
+            if drift > CROSS_CHECK_TOLERANCE:
+                raise ExplanationError(f"tree margin and xgboost's differ by {drift:.3g} log-odds")
             if cross_check:
                 dm = xgb.DMatrix(Xf, feature_names=list(self.feature_names), nthread=self.params.nthread)
                 contribs = np.asarray(self.booster.predict(dm, pred_contribs=True), dtype=np.float64)
@@ -356,17 +366,18 @@ class GradientBoostedScorer:
                     float(np.abs(contribs[:, :d] - values).max()),
                     float(np.abs(contribs[:, d] - expected).max()),
                 )
-                if diff > SHAP_TOLERANCE:
-                    raise ExplanationError(f"TreeExplainer and pred_contribs differ by {diff:.3g}")
+                if diff > CROSS_CHECK_TOLERANCE:
+                    raise ExplanationError(f"TreeSHAP and xgboost's pred_contribs differ by {diff:.3g}")
         if single:
             return ShapExplanation(self.feature_names, values[0], expected, margin[0])
         return ShapExplanation(self.feature_names, values, expected, margin)
 
-    def _tree_explainer(self) -> Any:
+    def tree_ensemble(self):
+        """The model's trees as flat float64 arrays for TreeSHAP (built once)."""
         if self._explainer is None:
-            import shap  # heavy import, only the deep path needs it
+            from model_service.treeshap import TreeEnsemble
 
-            self._explainer = shap.TreeExplainer(self.booster, feature_perturbation="tree_path_dependent")
+            self._explainer = TreeEnsemble.from_booster(self.booster)
         return self._explainer
 
     def reason_codes(self, x_row: Any, k: int = 4) -> list[ReasonCode]:
@@ -389,6 +400,25 @@ class GradientBoostedScorer:
         ]
 
 
+def preferred_device() -> str:
+    """``cuda`` where this xgboost build has CUDA and a GPU answers, else ``cpu``."""
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = "cpu"
+        if xgb.build_info().get("USE_CUDA"):
+            try:
+                b = xgb.train({"device": "cuda", "verbosity": 0},
+                              xgb.DMatrix(np.zeros((2, 1), dtype=np.float32), label=[0.0, 1.0]), 1)
+                b.inplace_predict(np.zeros((1, 1), dtype=np.float32))
+                _DEVICE = "cuda"
+            except xgb.core.XGBoostError:
+                pass
+    return _DEVICE
+
+
+_DEVICE: str | None = None
+
+
 def codes_from_contributions(
     feature_names: Sequence[str],
     descriptions: Mapping[str, str],
@@ -396,7 +426,13 @@ def codes_from_contributions(
     contributions: np.ndarray,
     k: int,
 ) -> list[ReasonCode]:
-    """Top-``k`` strictly positive contributions, largest first (ties: feature order)."""
+    """Top-``k`` strictly positive contributions, largest first (ties: feature order).
+
+    Each code's ``description`` is the investigator's sentence of the versioned mapping
+    (:mod:`auditflow.reasons`, filled with the row's actual value) for the features it knows, else
+    the model's description of the feature."""
+    from auditflow.reasons import TEMPLATES, reason_text
+
     order = sorted(
         (j for j in range(len(feature_names)) if contributions[j] > 0),
         key=lambda j: (-contributions[j], j),
@@ -406,7 +442,8 @@ def codes_from_contributions(
             feature=feature_names[j],
             value=float(row[j]),
             contribution=float(contributions[j]),
-            description=descriptions.get(feature_names[j], feature_names[j]),
+            description=(reason_text(feature_names[j], row[j]) if feature_names[j] in TEMPLATES
+                         else descriptions.get(feature_names[j], feature_names[j])),
         )
         for j in order
     ]

@@ -45,11 +45,12 @@ import numpy as np
 
 from auditflow.canonical import canonical_sha256
 from auditflow.records import TransactionEvent, ts_to_wire
+from model_service.inputs import IDENTITY, MODEL_INPUTS, InputMap
 from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
 
 GraphFeaturesFn = Callable[[TransactionEvent], Mapping[str, float]]
 
-CASCADE_SCHEMA = "auditflow.cascade/1"
+CASCADE_SCHEMA = "auditflow.cascade/2"
 FAST_FILE = "fast.json"
 DEEP_FILE = "deep.json"
 MANIFEST_FILE = "cascade.json"
@@ -139,30 +140,52 @@ class BinaryMetrics:
 
 @dataclass(frozen=True)
 class Cascade:
-    """Both stage models and their thresholds. Scores are P(laundering); ``>=`` passes."""
+    """The stage models and their thresholds. Scores are P(laundering); ``>=`` passes.
+
+    ``stream_feature_names`` is the stream's vector (what callers pass); the models read it
+    through ``inputs`` (:mod:`model_service.inputs`: by default without hour of day and with the
+    payment format by name). ``deep`` is ``None`` for a one-stage cascade: stage 2 did not beat
+    stage 1 on validation, so stage 1 alerts at ``alert_threshold`` (then equal to
+    ``candidate_threshold``) and explains its own alerts.
+    """
 
     fast: GradientBoostedScorer
-    deep: GradientBoostedScorer
+    deep: GradientBoostedScorer | None
     candidate_threshold: float
     alert_threshold: float
     stream_feature_names: tuple[str, ...]
     graph_feature_names: tuple[str, ...]
     seed: int
+    inputs: str = IDENTITY
 
     def __post_init__(self) -> None:
-        if tuple(self.fast.feature_names) != tuple(self.stream_feature_names):
-            raise ValueError("fast model features must be exactly the stream features, in order")
-        if tuple(self.deep.feature_names) != (*self.stream_feature_names, *self.graph_feature_names):
+        model_names = self.input_map.names
+        if tuple(self.fast.feature_names) != tuple(model_names):
+            raise ValueError("fast model features must be exactly the stream model inputs, in order")
+        if self.deep is not None and tuple(self.deep.feature_names) != (*model_names, *self.graph_feature_names):
             raise ValueError("deep model features must be stream features then graph features")
         for name in ("candidate_threshold", "alert_threshold"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {v}")
 
+    @property
+    def input_map(self) -> InputMap:
+        return InputMap(self.inputs, self.stream_feature_names)
+
+    @property
+    def stages(self) -> int:
+        return 1 if self.deep is None else 2
+
+    @property
+    def alert_model(self) -> GradientBoostedScorer:
+        """The model whose score alerts (and whose SHAP values explain an alert)."""
+        return self.fast if self.deep is None else self.deep
+
     # -- stage 1
     def fast_score_batch(self, X_stream: Any) -> np.ndarray:
         """Stage-1 scores for an ``(n, len(stream_feature_names))`` batch."""
-        return self.fast.predict_proba(X_stream)
+        return self.fast.predict_proba(self.input_map.matrix(X_stream))
 
     def is_candidate(self, fast_scores: np.ndarray) -> np.ndarray:
         return np.asarray(fast_scores) >= self.candidate_threshold
@@ -170,31 +193,32 @@ class Cascade:
     # -- stage 2
     @property
     def deep_feature_names(self) -> tuple[str, ...]:
-        return self.deep.feature_names
+        """The inputs of the alerting model (stage 2, or stage 1 in a one-stage cascade)."""
+        return self.alert_model.feature_names
 
     def deep_vector(
         self, stream_features: Mapping[str, float], graph_feats: Mapping[str, float]
     ) -> np.ndarray:
-        """The stage-2 input row: stream features then graph features, in model order."""
+        """The alerting model's input row: stream model inputs then graph features, in model order."""
         missing = [n for n in self.stream_feature_names if n not in stream_features]
-        missing += [n for n in self.graph_feature_names if n not in graph_feats]
+        graph = self.graph_feature_names if self.deep is not None else ()
+        missing += [n for n in graph if n not in graph_feats]
         if missing:
             raise ValueError(f"deep path lacks features {missing}")
-        return np.array(
-            [stream_features[n] for n in self.stream_feature_names]
-            + [graph_feats[n] for n in self.graph_feature_names],
-            dtype=np.float64,
-        )
+        inputs = self.input_map.row(stream_features)
+        return np.array([inputs[n] for n in self.input_map.names] + [graph_feats[n] for n in graph],
+                        dtype=np.float64)
 
     def deep_matrix(
         self,
         candidates: Sequence[tuple[TransactionEvent, Mapping[str, float]]],
         graph_features_fn: GraphFeaturesFn,
     ) -> np.ndarray:
-        """Stage-2 rows for many candidates (calls ``graph_features_fn`` once per event)."""
+        """Alerting-model rows for many candidates (calls ``graph_features_fn`` once per event;
+        never in a one-stage cascade)."""
         X = np.empty((len(candidates), len(self.deep_feature_names)), dtype=np.float64)
         for i, (ev, stream) in enumerate(candidates):
-            X[i] = self.deep_vector(stream, graph_features_fn(ev))
+            X[i] = self.deep_vector(stream, graph_features_fn(ev) if self.deep is not None else {})
         return X
 
     def deep_score(
@@ -204,15 +228,17 @@ class Cascade:
         graph_features_fn: GraphFeaturesFn,
     ) -> tuple[float, np.ndarray]:
         """Stage-2 score of one candidate and the full feature vector it was scored on."""
-        x = self.deep_vector(stream_features, graph_features_fn(event))
-        return float(self.deep.predict_proba(x.reshape(1, -1))[0]), x
+        x = self.deep_vector(stream_features, graph_features_fn(event) if self.deep is not None else {})
+        return float(self.alert_model.predict_proba(x.reshape(1, -1))[0]), x
 
     # -- persistence
     def manifest(self) -> dict[str, Any]:
         return {
             "schema": CASCADE_SCHEMA,
             "fast": {"file": FAST_FILE, "digest": self.fast.digest},
-            "deep": {"file": DEEP_FILE, "digest": self.deep.digest},
+            "deep": None if self.deep is None else {"file": DEEP_FILE, "digest": self.deep.digest},
+            "stages": self.stages,
+            "inputs": self.inputs,
             "candidate_threshold": self.candidate_threshold,
             "alert_threshold": self.alert_threshold,
             "stream_feature_names": list(self.stream_feature_names),
@@ -230,7 +256,10 @@ class Cascade:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         self.fast.save(d / FAST_FILE)
-        self.deep.save(d / DEEP_FILE)
+        if self.deep is not None:
+            self.deep.save(d / DEEP_FILE)
+        elif (d / DEEP_FILE).exists():
+            (d / DEEP_FILE).unlink()  # a one-stage cascade has no stage 2
         body = {**self.manifest(), "digest": self.digest}
         (d / MANIFEST_FILE).write_text(json.dumps(body, sort_keys=True, indent=2) + "\n")
         return d
@@ -244,8 +273,10 @@ class Cascade:
             raise ValueError(
                 f"{d / MANIFEST_FILE}: expected schema {CASCADE_SCHEMA}, got {body.get('schema')!r}"
             )
-        models = {}
+        models: dict[str, GradientBoostedScorer | None] = {"deep": None}
         for stage in ("fast", "deep"):
+            if body[stage] is None:
+                continue
             raw = (d / body[stage]["file"]).read_bytes()
             got = hashlib.sha256(raw).hexdigest()
             if got != body[stage]["digest"]:
@@ -262,6 +293,7 @@ class Cascade:
             stream_feature_names=tuple(body["stream_feature_names"]),
             graph_feature_names=tuple(body["graph_feature_names"]),
             seed=int(body["seed"]),
+            inputs=body["inputs"],
         )
         if cascade.digest != body.get("digest"):
             raise ValueError(f"{d / MANIFEST_FILE}: digest does not match its contents")
@@ -304,7 +336,7 @@ class TrainingReport:
     stage1: tuple[StageOneSummary, ...]
     stage2_train_events: int
     stage2_train_positive: int
-    validation_cascade_f1: float
+    validation_cascade_f1: float  # two stages, on validation
     stage2_test: BinaryMetrics  # among test candidates only
     cascade_test: BinaryMetrics  # against all test positives
     fast_only_threshold: float  # baseline: stage 1 alone at its validation-best F1
@@ -316,6 +348,10 @@ class TrainingReport:
     deep_train_seconds: float
     graph_feature_seconds: float
     total_seconds: float
+    validation_fast_only_f1: float = 0.0  # stage 1 alone at its own best threshold, on validation
+    stages: int = 2  # 2 when stage 2 beat stage 1 on validation, else 1
+    stage_choice: str = ""
+    inputs: str = IDENTITY
     fast_params: dict[str, Any] = field(default_factory=dict)
     deep_params: dict[str, Any] = field(default_factory=dict)
 
@@ -385,22 +421,31 @@ def train_cascade(
     deep_params: BoosterParams | None = None,
     stream_feature_names: Sequence[str] | None = None,
     stream_feature_descriptions: Mapping[str, str] | None = None,
+    inputs: str | None = None,
 ) -> tuple[Cascade, TrainingReport]:
     """Train stage 1 and stage 2 on a temporal split and choose both thresholds on validation.
 
     ``events_with_features`` pairs each event with its stream features (as from
-    :func:`pipelines.features.iter_features`). Raises ``ValueError`` naming the split (or the
+    :func:`pipelines.features.iter_features`). Without ``stream_feature_names`` the models read the
+    stream vector through :data:`~model_service.inputs.MODEL_INPUTS` (no hour of day, the payment
+    format by name); with them, as given (``inputs`` overrides). Stage 2 is kept only if the
+    cascade's F1 beats stage 1 alone on validation; otherwise the cascade is one stage. Raises ``ValueError`` naming the split (or the
     candidate set) that has too few laundering events to fit or to set a threshold.
     """
     t_start = time.perf_counter()
     if not 0 < candidate_recall <= 1:
         raise ValueError(f"candidate_recall must be in (0, 1], got {candidate_recall}")
+    if inputs is None:
+        inputs = MODEL_INPUTS if stream_feature_names is None else IDENTITY
     if stream_feature_names is None or stream_feature_descriptions is None:
-        from auditflow.features import FEATURE_DESCRIPTIONS, FEATURE_NAMES
+        from auditflow.features import FEATURE_DESCRIPTIONS, FEATURE_NAMES, MODEL_FEATURE_DESCRIPTIONS
 
         stream_feature_names = stream_feature_names or FEATURE_NAMES
-        stream_feature_descriptions = stream_feature_descriptions or FEATURE_DESCRIPTIONS
-    stream_names = tuple(stream_feature_names)
+        stream_feature_descriptions = stream_feature_descriptions or (
+            MODEL_FEATURE_DESCRIPTIONS if inputs == MODEL_INPUTS else FEATURE_DESCRIPTIONS)
+    source_names = tuple(stream_feature_names)
+    input_map = InputMap(inputs, source_names)
+    stream_names = input_map.names
     graph_names = tuple(graph_feature_names)
     if set(stream_names) & set(graph_names):
         clash = sorted(set(stream_names) & set(graph_names))
@@ -410,7 +455,7 @@ def train_cascade(
 
     events = [ev for ev, _ in events_with_features]
     parts = dict(zip(SPLIT_NAMES, temporal_split(events, split)))
-    X_all = feature_matrix([f for _, f in events_with_features], stream_names)
+    X_all = input_map.matrix(feature_matrix([f for _, f in events_with_features], source_names))
     y_all = np.array([ev.is_laundering for ev in events], dtype=np.int64)
 
     splits = tuple(
@@ -493,17 +538,27 @@ def train_cascade(
     stage2_test = BinaryMetrics.of(te_flags, y_all[te])
     cascade_test = BinaryMetrics.of(te_flags, y_all[te], missed_positives=missed_te)
 
-    fast_only_thr, _ = best_f1_threshold(fast_scores["validation"], y["validation"])
+    fast_only_thr, fast_val_f1 = best_f1_threshold(fast_scores["validation"], y["validation"])
     fast_only_test = BinaryMetrics.of(fast_scores["test"] >= fast_only_thr, y["test"])
+    two_stages = val_f1 > fast_val_f1
+    if two_stages:
+        choice = (f"two stages: stage 2 (graph features) beat stage 1 alone on validation, "
+                  f"F1 {val_f1:.3f} against {fast_val_f1:.3f}")
+    else:
+        choice = (f"one stage: stage 2 (graph features) did not beat stage 1 alone on validation, "
+                  f"F1 {val_f1:.3f} against {fast_val_f1:.3f}")
+        candidate_threshold = alert_threshold = fast_only_thr
+        cascade_test = fast_only_test
 
     cascade = Cascade(
         fast=fast,
-        deep=deep,
+        deep=deep if two_stages else None,
         candidate_threshold=candidate_threshold,
         alert_threshold=alert_threshold,
-        stream_feature_names=stream_names,
+        stream_feature_names=source_names,
         graph_feature_names=graph_names,
         seed=int(seed),
+        inputs=inputs,
     )
     report = TrainingReport(
         seed=int(seed),
@@ -520,12 +575,16 @@ def train_cascade(
         fast_only_threshold=fast_only_thr,
         fast_only_test=fast_only_test,
         fast_digest=fast.digest,
-        deep_digest=deep.digest,
+        deep_digest=deep.digest if two_stages else "",
         cascade_digest=cascade.digest,
         fast_train_seconds=fast_seconds,
         deep_train_seconds=deep_seconds,
         graph_feature_seconds=graph_seconds,
         total_seconds=time.perf_counter() - t_start,
+        validation_fast_only_f1=fast_val_f1,
+        stages=cascade.stages,
+        stage_choice=choice,
+        inputs=inputs,
         fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},  # machine-dependent, not in the model
         deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
     )

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
+from auditflow.features import MODEL_STREAM_FEATURES, model_inputs
 from auditflow.records import Alert, alert_id_for
 from ingest import synthetic
 from model_service import (
@@ -228,9 +229,10 @@ def test_explain_alerts(planted, trained):
     # The reference, computed here: the stage-2 row assembled by hand from the stream features and
     # the graph features, scored and explained by xgboost itself (Booster.predict and its own
     # TreeSHAP, pred_contribs), not through the cascade's scoring or SHAP code.
-    names = [*FEATURE_NAMES, *GRAPH_NAMES]
-    rows = np.array([[f[n] for n in FEATURE_NAMES] + [mule_graph_features(ev)[n] for n in GRAPH_NAMES]
-                     for ev, f in candidates])
+    # The models read the stream vector without hour of day, the payment format by name.
+    names = [*MODEL_STREAM_FEATURES, *GRAPH_NAMES]
+    rows = np.array([[model_inputs(f)[n] for n in MODEL_STREAM_FEATURES]
+                     + [mule_graph_features(ev)[n] for n in GRAPH_NAMES] for ev, f in candidates])
     dm = xgb.DMatrix(rows.astype(np.float32), feature_names=names)
     want_scores = cascade.deep.booster.predict(dm).astype(np.float64)
     contribs = cascade.deep.booster.predict(dm, pred_contribs=True)[:, :-1]

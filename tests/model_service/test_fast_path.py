@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import xgboost
 
+from auditflow.features import MODEL_STREAM_FEATURES, model_inputs
 from model_service import feature_matrix, train_cascade
 from model_service.fast_path import batch_scorer
 
@@ -31,7 +32,9 @@ def test_scores_are_xgboosts_own_on_the_saved_model(saved):
                                                 manifest["stream_feature_names"])
     X = feature_matrix([f for _, f in planted[:700]], names)
     booster = xgboost.Booster(model_file=str(d / manifest["fast"]["file"]))
-    want = booster.predict(xgboost.DMatrix(X, feature_names=list(names)))
+    # the model's inputs, assembled here: the stream vector less hour and format code, formats by name
+    inputs = feature_matrix([model_inputs(f) for _, f in planted[:700]], MODEL_STREAM_FEATURES)
+    want = booster.predict(xgboost.DMatrix(inputs, feature_names=list(MODEL_STREAM_FEATURES)))
     np.testing.assert_allclose(predict(X), want, rtol=0, atol=1e-7)
 
 

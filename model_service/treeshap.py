@@ -1,0 +1,257 @@
+"""Exact path-dependent TreeSHAP (Lundberg et al. 2018, Algorithm 2) in float64 over an xgboost
+model's own trees, so that for every row ``sum(contributions) + expected_value == margin`` holds to
+float64 rounding (about 1e-12), where xgboost's and shap's float32 outputs agree only to about
+1e-5 on margins near 10.
+
+The trees are read from the model's JSON (split feature, float32 threshold, default direction for
+missing values, leaf values, covers = hessian sums). Rows are routed exactly as xgboost routes
+them: features and thresholds compared in float32, ``x < threshold`` goes left, NaN takes the
+default direction. The margin is the base margin (logit of ``base_score``) plus the leaf values,
+summed in float64; the baseline (``expected_value``) is the cover-weighted mean of each tree's
+leaves, plus the base margin.
+
+Compiled with numba (not cached: cached recursive functions crash on load), releasing the GIL: ``threads`` > 1 explains chunks of rows on threads (numba's
+own parallel loops crash on the recursion). :class:`TreeEnsemble` is built once per model.
+
+>>> import xgboost as xgb
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(300, 4)); y = (X[:, 0] + X[:, 1] * X[:, 2] > 0.5).astype(int)
+>>> b = xgb.train({"objective": "binary:logistic", "max_depth": 4}, xgb.DMatrix(X, label=y), 20)
+>>> ens = TreeEnsemble.from_booster(b)
+>>> phi, margin = ens.shap_values(X.astype(np.float32))
+>>> float(np.abs(phi.sum(1) + ens.expected_value - margin).max()) < 1e-9
+True
+>>> want = b.predict(xgb.DMatrix(X.astype(np.float32)), pred_contribs=True)
+>>> float(np.abs(want[:, :-1] - phi).max()) < 1e-4
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@numba.njit(error_model="numpy")
+def _extend(feat, zero, one, pw, off, depth, zf, of, fi):
+    feat[off + depth] = fi
+    zero[off + depth] = zf
+    one[off + depth] = of
+    pw[off + depth] = 1.0 if depth == 0 else 0.0
+    for i in range(depth - 1, -1, -1):
+        pw[off + i + 1] += of * pw[off + i] * (i + 1) / (depth + 1)
+        pw[off + i] = zf * pw[off + i] * (depth - i) / (depth + 1)
+
+
+@numba.njit(error_model="numpy")
+def _unwind(feat, zero, one, pw, off, depth, idx):
+    of = one[off + idx]
+    zf = zero[off + idx]
+    nxt = pw[off + depth]
+    for i in range(depth - 1, -1, -1):
+        if of != 0.0:
+            tmp = pw[off + i]
+            pw[off + i] = nxt * (depth + 1) / ((i + 1) * of)
+            nxt = tmp - pw[off + i] * zf * (depth - i) / (depth + 1)
+        else:
+            pw[off + i] = pw[off + i] * (depth + 1) / (zf * (depth - i))
+    for i in range(idx, depth):
+        feat[off + i] = feat[off + i + 1]
+        zero[off + i] = zero[off + i + 1]
+        one[off + i] = one[off + i + 1]
+
+
+@numba.njit(error_model="numpy")
+def _unwound_sum(zero, one, pw, off, depth, idx):
+    of = one[off + idx]
+    zf = zero[off + idx]
+    nxt = pw[off + depth]
+    total = 0.0
+    for i in range(depth - 1, -1, -1):
+        if of != 0.0:
+            tmp = nxt * (depth + 1) / ((i + 1) * of)
+            total += tmp
+            nxt = pw[off + i] - tmp * zf * ((depth - i) / (depth + 1))
+        else:
+            total += (pw[off + i] / zf) / ((depth - i) / (depth + 1))
+    return total
+
+
+@numba.njit(error_model="numpy")
+def _recurse(node, x, left, right, fidx, thr, dleft, value, cover, phi,
+             feat, zero, one, pw, parent_off, depth, pzf, pof, pfi):
+    off = parent_off + depth  # this level's copy of the path follows the parent's
+    for i in range(depth):
+        feat[off + i] = feat[parent_off + i]
+        zero[off + i] = zero[parent_off + i]
+        one[off + i] = one[parent_off + i]
+        pw[off + i] = pw[parent_off + i]
+    _extend(feat, zero, one, pw, off, depth, pzf, pof, pfi)
+    if left[node] < 0:
+        for i in range(1, depth + 1):
+            w = _unwound_sum(zero, one, pw, off, depth, i)
+            phi[feat[off + i]] += w * (one[off + i] - zero[off + i]) * value[node]
+        return
+    f = fidx[node]
+    v = x[f]
+    if math.isnan(v):
+        go_left = dleft[node]
+    else:
+        go_left = v < thr[node]
+    hot = left[node] if go_left else right[node]
+    cold = right[node] if go_left else left[node]
+    w = cover[node]
+    hzf = cover[hot] / w
+    czf = cover[cold] / w
+    izf = 1.0
+    iof = 1.0
+    idx = 0
+    while idx <= depth:
+        if feat[off + idx] == f:
+            break
+        idx += 1
+    if idx != depth + 1:
+        izf = zero[off + idx]
+        iof = one[off + idx]
+        _unwind(feat, zero, one, pw, off, depth, idx)
+        depth -= 1
+    _recurse(hot, x, left, right, fidx, thr, dleft, value, cover, phi,
+             feat, zero, one, pw, off, depth + 1, hzf * izf, iof, f)
+    _recurse(cold, x, left, right, fidx, thr, dleft, value, cover, phi,
+             feat, zero, one, pw, off, depth + 1, czf * izf, 0.0, f)
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _shap_batch(X, roots, left, right, fidx, thr, dleft, value, cover, max_depth, n_features):
+    n = X.shape[0]
+    phi = np.zeros((n, n_features), dtype=np.float64)
+    margin = np.zeros(n, dtype=np.float64)
+    size = (max_depth + 2) * (max_depth + 3) // 2 + 8
+    for r in range(n):
+        x = X[r]
+        feat = np.zeros(size, dtype=np.int64)
+        zero = np.zeros(size, dtype=np.float64)
+        one = np.zeros(size, dtype=np.float64)
+        pw = np.zeros(size, dtype=np.float64)
+        row = phi[r]
+        total = 0.0
+        for t in range(roots.shape[0]):
+            root = roots[t]
+            _recurse(root, x, left, right, fidx, thr, dleft, value, cover, row,
+                     feat, zero, one, pw, 0, 0, 1.0, 1.0, -1)
+            node = root
+            while left[node] >= 0:  # the leaf this row reaches, for the margin
+                v = x[fidx[node]]
+                if math.isnan(v):
+                    node = left[node] if dleft[node] else right[node]
+                else:
+                    node = left[node] if v < thr[node] else right[node]
+            total += value[node]
+        margin[r] = total
+    return phi, margin
+
+
+def _expected(root: int, left: np.ndarray, right: np.ndarray, value: np.ndarray, cover: np.ndarray) -> float:
+    """Cover-weighted mean leaf value (the ratios TreeSHAP uses), iteratively."""
+    total, stack = 0.0, [(root, 1.0)]
+    while stack:
+        node, p = stack.pop()
+        if left[node] < 0:
+            total += p * value[node]
+        else:
+            w = cover[node]
+            stack.append((int(left[node]), p * cover[left[node]] / w))
+            stack.append((int(right[node]), p * cover[right[node]] / w))
+    return total
+
+
+@dataclass(frozen=True)
+class TreeEnsemble:
+    """An xgboost binary:logistic model's trees as flat arrays (node ids offset per tree)."""
+
+    roots: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray  # float32, compared with float32 features as xgboost does
+    default_left: np.ndarray
+    value: np.ndarray  # leaf values (float64 of xgboost's float32)
+    cover: np.ndarray
+    max_depth: int
+    n_features: int
+    base_margin: float
+    expected_value: float
+
+    @classmethod
+    def from_booster(cls, booster) -> TreeEnsemble:
+        model = json.loads(bytes(booster.save_raw(raw_format="json")))
+        learner = model["learner"]
+        if learner["objective"]["name"] != "binary:logistic":
+            raise ValueError(f"TreeSHAP here explains binary:logistic models, not {learner['objective']['name']}")
+        trees = learner["gradient_booster"]["model"]["trees"]
+        n_features = int(learner["learner_model_param"]["num_feature"])
+        base = float(np.float32(learner["learner_model_param"]["base_score"].strip("[]")))
+        base_margin = float(np.log(np.float64(base) / (1.0 - np.float64(base))))
+        parts: dict[str, list] = {k: [] for k in ("left", "right", "feature", "threshold", "dleft", "value", "cover")}
+        roots, offset, max_depth = [], 0, 0
+        for t in trees:
+            if any(t.get("split_type", [])) or t.get("categories"):
+                raise ValueError("categorical splits are not supported")
+            left = np.asarray(t["left_children"], dtype=np.int64)
+            right = np.asarray(t["right_children"], dtype=np.int64)
+            leaf = left < 0
+            parts["left"].append(np.where(leaf, -1, left + offset))
+            parts["right"].append(np.where(leaf, -1, right + offset))
+            parts["feature"].append(np.asarray(t["split_indices"], dtype=np.int64))
+            parts["threshold"].append(np.asarray(t["split_conditions"], dtype=np.float32))
+            parts["dleft"].append(np.asarray(t["default_left"], dtype=np.bool_))
+            parts["value"].append(np.where(leaf, np.asarray(t["split_conditions"], dtype=np.float32), 0.0))
+            parts["cover"].append(np.asarray(t["sum_hessian"], dtype=np.float64))
+            roots.append(offset)
+            max_depth = max(max_depth, _depth(left, right))
+            offset += left.size
+        arrays = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
+        arrays["value"] = arrays["value"].astype(np.float64)
+        roots_arr = np.asarray(roots, dtype=np.int64)
+        expected = base_margin + sum(
+            _expected(int(r), arrays["left"], arrays["right"], arrays["value"], arrays["cover"]) for r in roots_arr)
+        return cls(roots_arr, arrays["left"], arrays["right"], arrays["feature"], arrays["threshold"],
+                   arrays["dleft"], arrays["value"], arrays["cover"], max_depth, n_features, base_margin,
+                   float(expected))
+
+    def shap_values(self, X: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """``(contributions (n, d), margin (n,))`` in log-odds, float64, for float32 rows."""
+        Xf = np.ascontiguousarray(X, dtype=np.float32)
+        if Xf.ndim != 2 or Xf.shape[1] != self.n_features:
+            raise ValueError(f"expected shape (n, {self.n_features}), got {Xf.shape}")
+        if Xf.shape[0] == 0:
+            return np.empty((0, self.n_features)), np.empty(0)
+        args = (self.roots, self.left, self.right, self.feature, self.threshold, self.default_left,
+                self.value, self.cover, self.max_depth, self.n_features)
+        if threads <= 1 or Xf.shape[0] < 64:
+            phi, leaves = _shap_batch(Xf, *args)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            chunks = np.array_split(Xf, threads)
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(lambda c: _shap_batch(np.ascontiguousarray(c), *args), chunks))
+            phi = np.vstack([p for p, _ in parts])
+            leaves = np.concatenate([m for _, m in parts])
+        return phi, leaves + self.base_margin
+
+
+def _depth(left: np.ndarray, right: np.ndarray) -> int:
+    best, stack = 0, [(0, 0)]
+    while stack:
+        node, d = stack.pop()
+        if left[node] < 0:
+            best = max(best, d)
+        else:
+            stack.append((int(left[node]), d + 1))
+            stack.append((int(right[node]), d + 1))
+    return best
