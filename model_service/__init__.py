@@ -2,7 +2,10 @@
 
 Owns the gradient-boosted scorer (:mod:`model_service.scorer`), training the cascade on the
 AMLworld temporal split (:mod:`model_service.training`) and the deep path that turns stage-1
-candidates into explained alerts (:mod:`model_service.deep_path`).
+candidates into explained alerts (:mod:`model_service.deep_path`), and the narrator
+(:mod:`model_service.narrator`: SAR-style narratives from a small local language model, every
+fact checked against the evidence while it decodes, with backtracking; its checker is
+:mod:`model_service.narrator_facts`).
 
 Stage 1 ("fast") scores every event in the stream job on the stream features; candidates
 (score >= ``Cascade.candidate_threshold``) go to stage 2 ("deep"), which adds graph features,
@@ -21,6 +24,9 @@ _EXPORTS = {
     "ExplanationError": "model_service.scorer",
     "FAST_PARAMS": "model_service.training",
     "GradientBoostedScorer": "model_service.scorer",
+    "DecodingParams": "model_service.narrator",
+    "narrate": "model_service.narrator",
+    "narration_router": "model_service.narrator",
     "GraphFeaturesFn": "model_service.training",
     "NotFittedError": "model_service.scorer",
     "SHAP_TOLERANCE": "model_service.scorer",
@@ -57,6 +63,9 @@ __all__ = [
     "Cascade",
     "ExplanationError",
     "GradientBoostedScorer",
+    "DecodingParams",
+    "narrate",
+    "narration_router",
     "GraphFeaturesFn",
     "NotFittedError",
     "ShapExplanation",
