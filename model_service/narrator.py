@@ -8,16 +8,19 @@ there is one). Its digest is the SHA-256 of the GGUF file.
 
 **Decoder** (:func:`narrate`, ``mode="constrained"``). Our own loop over the model's
 ``DynamicCache``: the prompt lists the plan's sentences (:func:`~model_service.narrator_facts.narrative_plan`)
-and the model writes the narrative one planned sentence at a time. Safe anchors are cache length
-markers (with the next-token logits there) at each sentence start, before clause punctuation
-and before each fact slot (the first digit of an id, amount, date or count). At each step:
+and the model writes the narrative one planned sentence at a time, each opened by its template's
+words before the first fact (the cue, :func:`sentence_cue`, so the model knows which fact it is
+at). Safe anchors are cache length markers (with the next-token logits there) at each sentence
+start (after its cue), before clause punctuation and before each fact slot (the first digit of
+an id, amount, date or count). At each step:
 
 * allowed-value masking: a word with a digit in it can only grow into one of the current
   sentence's own fact strings (a trie of their prefixes), and the end of text is refused while
   sentences remain;
 * at each completed sentence the checker (:mod:`model_service.narrator_facts`) extracts its facts:
   every one must be in the evidence, the transfer it states must be one transfer of the evidence
-  (sender, receiver, amount, date, time, hop), and it must state its planned key facts;
+  (sender, receiver, amount, date, time, hop), a factor value must come with what it measures,
+  and it must state its planned key facts;
 * on a violation: roll back by cropping the cache to the nearest anchor at or before the
   offending token (never re-running the prompt), ban the continuation taken there (an early end
   of sentence: every sentence end), resample. Each anchor has a retry budget; when it is spent,
@@ -272,15 +275,15 @@ def _run_suffix(text: str) -> str:
 
 
 def sentence_cue(text: str) -> str:
-    """The words a planned sentence opens with, before its first fact (at most three): the cue
+    """The words a planned sentence opens with, before its first fact (at most four): the cue
     the decoder writes so the model knows which fact it is at.
 
     >>> sentence_cue("On 2022-09-01 at 00:16, account 00220/8001C8C51 sent ..."), sentence_cue("The trace followed the money")
-    ('On', 'The trace followed')
+    ('On', 'The trace followed the')
     """
     words = []
     for w in text.split():
-        if any(c.isdigit() for c in w) or len(words) == 3:
+        if any(c.isdigit() for c in w) or len(words) == 4:
             break
         words.append(w)
     return " ".join(words)
@@ -430,7 +433,7 @@ class _Decoder:
 
     def _open(self, cache, item: int, logits):
         """Start planned sentence ``item``: feed its cue (the template's words before its first fact,
-        at most three) and put the sentence anchor after it. Returns (start, start_char, anchors,
+        at most four) and put the sentence anchor after it. Returns (start, start_char, anchors,
         logits): where the sentence starts (a template replaces everything from there)."""
         start, start_char = len(self.tokens), len(self.text)
         cue = sentence_cue(self.items[item].text)
@@ -520,8 +523,8 @@ class _Decoder:
                     checked_facts = 0
                     continue
                 # early check of the transfer stated so far, when a fact has just completed
-                if self.p.early_check != "sentence":
-                    complete = self._settled_facts(stext)
+                if self.p.early_check != "sentence" and any(not RUN_CHARS.match(c) for c in piece):
+                    complete = self._settled_facts(stext)  # a word just ended: maybe a fact
                     if len(complete) > checked_facts:
                         checked_facts = len(complete)
                         newest = complete[-1]

@@ -128,6 +128,8 @@ class Evidence:
     durations: frozenset[tuple[int, str]]
     typologies: frozenset[str]
     values: frozenset[Decimal]
+    #: each factor value -> the words that say what it measures (one must come shortly before it)
+    value_words: dict[Decimal, frozenset[str]] = field(default_factory=dict)
     surfaces: frozenset[str] = field(default=frozenset())  # every fact-bearing word, as written
 
     def nodes_of_account(self, account: str) -> list[str]:
@@ -181,10 +183,13 @@ def evidence_for(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Reas
         "hops": {trace.max_hops, max(depths, default=0)},
     }
     values: set[Decimal] = {Decimal(repr(alert.score)), Decimal(repr(alert.threshold))}
+    value_words: dict[Decimal, set[str]] = {Decimal(repr(alert.score)): {"score", "scored", "scoring"},
+                                            Decimal(repr(alert.threshold)): {"threshold"}}
     durations: set[tuple[int, str]] = set()
     for rc in reason_codes:
         v = Decimal(value_text(rc.value))
         values.add(v)
+        value_words.setdefault(v, set()).update(_content_words(factor_text(rc)))
         text = rc.description.lower()
         durations |= _durations_in(factor_text(rc))
         if v == v.to_integral_value() and v >= 0:
@@ -205,6 +210,7 @@ def evidence_for(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Reas
         durations=frozenset(durations),
         typologies=frozenset(names),
         values=frozenset(values),
+        value_words={k: frozenset(v) for k, v in value_words.items()},
     )
     surfaces = set()
     for a in evidence.accounts:
@@ -465,7 +471,7 @@ def fact_supported(f: Fact, ev: Evidence) -> bool:
     if k == "typology":
         return v in ev.typologies
     if k == "value":
-        return True
+        return True  # bound to what it measures by check_sentence
     return False
 
 
@@ -507,13 +513,33 @@ def matching_edges(facts: Sequence[Fact], ev: Evidence) -> list[EdgeFact] | None
     return []
 
 
+_STOP = frozenset("the a an of in on at to for and or its it this that with from by was were is are last "
+                  "since sender's receiver's sender receiver hour hours day days minute minutes week weeks".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2 and w not in _STOP}
+
+
 def check_sentence(text: str, ev: Evidence, facts: list[Fact] | None = None) -> list[Violation]:
-    """What in ``text`` the evidence does not support: single facts, then the transfer it
-    states (its sender, receiver, amount, date, time and hop must be one transfer's)."""
+    """What in ``text`` the evidence does not support: single facts, a factor value without
+    what it measures (one of its factor's words among the eight words before it), a duration
+    that is not a factor's window ("the last 24 hours"), then the
+    transfer it states (its sender, receiver, amount, date, time and hop must be one transfer's)."""
     facts = extract_facts(text, ev) if facts is None else facts
     out = [Violation(f.start, f"unsupported {f.kind} {f.value}", f) for f in facts if not fact_supported(f, ev)]
+    for f in facts:
+        if f.kind == "duration":  # a factor's window: "in the last 24 hours", not "24 hours later"
+            before = re.findall(r"[a-z]+", text[:f.start].lower())[-2:]
+            after = re.findall(r"[a-z]+", text[f.end:].lower())[1:2]
+            if not set(before) & {"last", "past", "previous", "within", "prior"} or after in (["later"], ["ago"]):
+                out.append(Violation(f.start, f"duration {f.value} not stated as a factor's window", f))
+        if f.kind == "value":
+            before = set(re.findall(r"[a-z]+", text[:f.start].lower())[-8:])
+            if not before & ev.value_words.get(_dec(f.value), frozenset()):
+                out.append(Violation(f.start, f"value {f.value} not stated with what it measures", f))
     if out:
-        return out
+        return sorted(out, key=lambda v: v.start)
     edges = matching_edges(facts, ev)
     if edges == []:
         parties = [f for f in facts if f.kind == "account"]

@@ -75,6 +75,8 @@ def test_supported_sentences_pass(text, ev):
     (f"{A1} and {A3} both paid {B1}.", "no transfer"),  # A3 never paid B1
     ("Within 48 hours it was gone.", "unsupported duration hours:48"),
     ("On March 3, 2021 it started.", "unsupported date 2021-03-03"),
+    ("It was flagged, matching the fan-out pattern of 7.", "value 7 not stated with what it measures"),
+    ("It was flagged for 24 hours later.", "duration hours:24 not stated as a factor's window"),
 ])
 def test_unsupported_facts_and_transfers_are_caught(text, why, ev):
     found = check_sentence(text, ev)
