@@ -218,7 +218,7 @@ def load_model(device: str = "auto", *, threads: int | None = None) -> LanguageM
     # the hub client reads these; offline mode makes any attempt to reach a hub an error
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

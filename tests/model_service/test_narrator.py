@@ -10,12 +10,10 @@ from __future__ import annotations
 import io
 import os
 import socket
-from datetime import datetime
 
 import pytest
 from pypdf import PdfReader
 
-from auditflow.money import parse_amount
 from auditflow.records import EvidenceTrace, Narrative, TraceEdge, TraceNode
 from model_service.narrator_facts import evidence_for, narrative_plan, unsupported_facts
 from reports.testing import INPUT_SHA256, SIGNER, make_alert, make_reason_codes, make_trace
