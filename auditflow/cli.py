@@ -190,6 +190,8 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
     _metrics_row(metrics, "cascade", report["cascade_test"])
     _metrics_row(metrics, "stage 2 (candidates)", report["stage2_test"])
     _metrics_row(metrics, "fast path alone", report["fast_only_test"])
+    if report.get("stage_choice"):
+        metrics.caption = report["stage_choice"]
     splits = Table(title="temporal split", title_justify="left")
     for col in ("Split", "Events", "Laundering", "Candidates", "Recall", "Starts"):
         splits.add_column(col, justify="left" if col in ("Split", "Starts") else "right")
@@ -210,7 +212,28 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
                             ("Training time", "total_seconds", "{:.1f} s")):
         if key in report:
             model.add_row(label, fmt.format(report[key]))
-    return [metrics, splits, model]
+    tables = [metrics, splits, model]
+    if "evaluation" in report:
+        tables.insert(1, _evaluation_table(report["evaluation"]))
+    return tables
+
+
+def _evaluation_table(ev: dict[str, Any]) -> Table:
+    """The three models of :func:`auditflow.flow.evaluate` side by side (test split)."""
+    budget = ev["budget_per_10k"]
+    t = Table(title=f"feature families side by side (test split; lift = F1 graph / F1 baseline = "
+                    f"{ev['lift']:.2f})" if ev.get("lift") is not None else "feature families side by side",
+              title_justify="left")
+    for col in ("Model", "Features", "F1", "Precision", "Recall", "PR-AUC", f"Precision @ {budget:g}/10k",
+                "Threshold"):
+        t.add_column(col, justify="left" if col == "Model" else "right")
+    labels = {"baseline": "no graph (transfer's own fields)", "stream": "stream features only",
+              "graph": "stream + graph features"}
+    for name, m in ev["models"].items():
+        t.add_row(labels.get(name, name), str(m["n_features"]), f"{m['test']['f1']:.3f}",
+                  f"{m['test']['precision']:.3f}", f"{m['test']['recall']:.3f}", f"{m['pr_auc']:.3f}",
+                  f"{m['precision_at_budget']:.3f} ({m['budget_alerts']})", f"{m['threshold']:.4f}")
+    return t
 
 
 # ---------------------------------------------------------------------------- commands
@@ -274,6 +297,25 @@ def train(
         return
     for table in _training_tables(report, model_dir):
         console.print(table)
+
+
+@app.command()
+def evaluate(
+    data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV")],
+    out: Annotated[Optional[Path], typer.Option(help="where evaluation.json and pr_curve.png go "
+                                                     "[default: OUT_DIR/evaluation]")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the evaluation as JSON")] = False,
+) -> None:
+    """No-graph baseline, stream-features-only and graph-features models on the file's temporal
+    60/20/20 split: minority-class F1, PR-AUC, precision at the alert budget; a PR curve PNG."""
+    settings = _settings(seed=seed)
+    result = flow.evaluate(data, out or settings.out_dir / "evaluation", settings)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), indent=2, sort_keys=True, default=str))
+        return
+    console.print(_evaluation_table(result.report.to_dict()))
+    console.print(f"written: {result.json_path}, {result.png_path}", soft_wrap=True)
 
 
 @app.command()
@@ -558,6 +600,27 @@ def serve_analyst(out: _Out = None) -> None:
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     host, _, port = settings.analyst_listen.rpartition(":")
+    uvicorn.run(api, host=host, port=int(port), log_level="info")
+
+
+@serve_app.command("model")
+def serve_model(
+    out: _Out = None,
+    model_dir: Annotated[Optional[Path], typer.Option(help="the cascade [default: AUDITFLOW_MODEL_DIR, "
+                                                           "else OUT_DIR/model]")] = None,
+) -> None:
+    """Batch scoring over HTTP on AUDITFLOW_MODEL_LISTEN: scores, reason codes, tiers (critical /
+    normal / background queue), /health, /ready, /metrics (Prometheus)."""
+    import uvicorn
+
+    from model_service.service import app_from_settings
+
+    settings = _settings(out_dir=out, model_dir=model_dir)
+    try:
+        api = app_from_settings(settings)
+    except (OSError, ValueError) as e:
+        raise _fail(f"cannot load the model: {e}", code=2) from None
+    host, _, port = settings.model_listen.rpartition(":")
     uvicorn.run(api, host=host, port=int(port), log_level="info")
 
 

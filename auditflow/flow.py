@@ -159,27 +159,97 @@ def generate(out_dir: str | Path, *, name: str = "synthetic", accounts: int = 20
 # ---------------------------------------------------------------------------- training
 
 
-def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> dict[str, Any]:
-    """Train the two-stage cascade on a labelled transactions file (temporal 60/20/20 split)."""
-    from evidence_graph import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES, NetworkxGraphStore, graph_features
-    from model_service import train_cascade
+@dataclass(frozen=True)
+class PreparedData:
+    """A labelled file as the models see it: events in time order, stream features, graph features
+    as of each event (from the full graph: no feature sees its own minute or later)."""
+
+    events: list[TransactionEvent]
+    rejected: int
+    with_features: list[tuple[TransactionEvent, dict[str, float]]]
+    graph_rows: list[dict[str, float]]
+    input_sha256: str
+
+
+def prepare_data(csv_path: str | Path, settings: Settings) -> PreparedData:
+    from evidence_graph.graph_features import graph_feature_rows
     from pipelines.features import compute_features
 
     events, rejects = read_events(csv_path, settings)
     with_features = compute_features(events)
-    store = NetworkxGraphStore()
-    store.add_transactions(events)
-    window = settings.window_minutes
+    ordered = [ev for ev, _ in with_features]
+    return PreparedData(ordered, len(rejects), with_features, graph_feature_rows(ordered), sha256_file(csv_path))
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """``auditflow evaluate``: the three models side by side, the PR curves and where they went."""
+
+    report: Any  # model_service.evaluation.EvaluationReport
+    input_sha256: str
+    rejected: int
+    json_path: Path
+    png_path: Path
+
+    def summary(self) -> dict[str, Any]:
+        return {"input_sha256": self.input_sha256, "rejected": self.rejected, **self.report.to_dict()}
+
+
+def _write_evaluation(out_dir: Path, report, data: PreparedData) -> tuple[Path, Path]:
+    from model_service.plots import pr_curve_png
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    labels = {m.name: f"{m.name} (PR-AUC {m.pr_auc:.3f}, F1 {m.test.f1:.3f})" for m in report.models}
+    png = out_dir / "pr_curve.png"
+    png.write_bytes(pr_curve_png({m.name: m.curve for m in report.models}, labels=labels))
+    body = {"input_sha256": data.input_sha256, "rejected": data.rejected, **report.to_dict()}
+    js = out_dir / "evaluation.json"
+    js.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return js, png
+
+
+def evaluate(csv_path: str | Path, out_dir: str | Path, settings: Settings, *,
+             data: PreparedData | None = None) -> EvaluationResult:
+    """The no-graph baseline, the stream-features-only model and the model with graph features on
+    the file's temporal 60/20/20 split (:mod:`model_service.evaluation`); writes
+    ``evaluation.json`` and ``pr_curve.png`` into ``out_dir``."""
+    from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS, model_inputs
+    from model_service.evaluation import evaluate_models
+
+    data = data or prepare_data(csv_path, settings)
+    report = evaluate_models(data.events, [model_inputs(f) for _, f in data.with_features], data.graph_rows,
+                             settings.seed, budget_per_10k=settings.alert_budget_per_10k,
+                             graph_descriptions=GRAPH_FEATURE_DESCRIPTIONS)
+    js, png = _write_evaluation(Path(out_dir), report, data)
+    return EvaluationResult(report, data.input_sha256, data.rejected, js, png)
+
+
+def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> dict[str, Any]:
+    """Train the cascade on a labelled transactions file (temporal 60/20/20 split), with the
+    side-by-side evaluation of the same split (:func:`evaluate`) in its report; the cascade is
+    recorded in the registry (content-addressed, feature schema, training data hash)."""
+    from evidence_graph import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES
+    from model_service import train_cascade
+    from model_service.evaluation import data_sha256
+    from model_service.registry import record
+
+    data = prepare_data(csv_path, settings)
+    rows = {ev.event_id: g for ev, g in zip(data.events, data.graph_rows)}
     cascade, report = train_cascade(
-        with_features,
-        lambda ev: graph_features(store, ev, window),
+        data.with_features,
+        lambda ev: rows[ev.event_id],
         GRAPH_FEATURE_NAMES,
         GRAPH_FEATURE_DESCRIPTIONS,
         seed=settings.seed,
     )
     model_dir = Path(model_dir)
     cascade.save(model_dir)
-    summary = {"input_sha256": sha256_file(csv_path), "rejected": len(rejects), **report.to_dict()}
+    evaluation = evaluate(csv_path, model_dir, settings, data=data)
+    summary = {"input_sha256": data.input_sha256, "rejected": data.rejected, **report.to_dict(),
+               "evaluation": evaluation.report.to_dict()}
+    record(model_dir, cascade, data_sha256=data_sha256(data.events), input_sha256=data.input_sha256,
+           summary={"stages": cascade.stages, "stage_choice": report.stage_choice,
+                    "cascade_test_f1": report.cascade_test.f1})
     # Same seed, same bytes: wall-clock timings go to a file of their own.
     timings = {k: summary.pop(k) for k in sorted(summary) if k.endswith("_seconds")}
     (model_dir / "training_report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -454,9 +524,8 @@ def run_deep_path(
                           **report_profile_options(settings))
     cases: list[CaseResult] = []
     with open_graph(settings) as store:
-        window = settings.window_minutes
         t_explain = time.perf_counter()
-        explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev, window))
+        explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         todo = explained if max_reports is None else explained[:max_reports]
         for i, (alert, codes) in enumerate(explained):

@@ -81,6 +81,18 @@ AUDITFLOW_NARRATOR_MIN_SCORE       alerts scored at least this get a narrator's 
 AUDITFLOW_NARRATOR_DEVICE          where the narrator's model runs: ``auto``        ``auto``
                                    (CUDA when there is one), ``cpu``, ``cuda``
 AUDITFLOW_NARRATOR_THREADS         torch CPU threads of the narrator                torch's default
+AUDITFLOW_ALERT_BUDGET_PER_10K     alerts per 10,000 transfers the evaluation       ``20``
+                                   measures precision at
+AUDITFLOW_MODEL_LISTEN             ``HOST:PORT`` ``serve model`` listens on         ``127.0.0.1:8090``
+AUDITFLOW_MODEL_DIR                the cascade ``serve model`` loads                OUT_DIR/model
+AUDITFLOW_MODEL_BATCH_MAX          rows the model service scores in one micro-batch ``512``
+AUDITFLOW_MODEL_BATCH_WAIT_MS      how long a micro-batch waits for more requests   ``2``
+AUDITFLOW_TIER_CRITICAL_SCORE      deep-path tiers by score: critical at or above,  ``0.9``
+AUDITFLOW_TIER_NORMAL_SCORE        normal at or above, background at or above the   ``0.5``
+                                   cascade's alert threshold, else none
+AUDITFLOW_TIER_CRITICAL_MS         latency targets of the tiers (queue wait plus    ``100``
+AUDITFLOW_TIER_NORMAL_MS           scoring); a request past its target is counted   ``1000``
+AUDITFLOW_TIER_BACKGROUND_MS       as a miss                                        ``10000``
 AUDITFLOW_SEED                     seed for generators and models                   ``7``
 =================================  ===============================================  =========================
 
@@ -180,6 +192,16 @@ class Settings(BaseSettings):
     narrator_min_score: float | None = Field(default=None, ge=0, le=1)
     narrator_device: Literal["auto", "cpu", "cuda"] = "auto"
     narrator_threads: int | None = Field(default=None, ge=1)
+    alert_budget_per_10k: float = Field(default=20.0, gt=0, le=10_000)
+    model_listen: str = Field(default="127.0.0.1:8090", pattern=r"^[^:\s]+:[0-9]{1,5}$")
+    model_dir: Path | None = None
+    model_batch_max: int = Field(default=512, ge=1, le=100_000)
+    model_batch_wait_ms: float = Field(default=2.0, ge=0, le=1000)
+    tier_critical_score: float = Field(default=0.9, ge=0, le=1)
+    tier_normal_score: float = Field(default=0.5, ge=0, le=1)
+    tier_critical_ms: float = Field(default=100.0, gt=0)
+    tier_normal_ms: float = Field(default=1000.0, gt=0)
+    tier_background_ms: float = Field(default=10_000.0, gt=0)
     seed: int = 7
 
     @field_validator("event_time_window", mode="before")

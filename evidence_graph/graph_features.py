@@ -13,7 +13,8 @@ scatter-gather, gather-scatter, neighbourhood amounts):
   (24 h, 7 d, 28 d before), and how many of the last 7 days' are new (none in the 21 days before);
 * ``g_cycle_len``: the shortest temporal cycle the transfer closes, from the shared temporal search
   (:func:`~evidence_graph.follow.follow_money` downstream from the receiver, stopping at the
-  sender: money only moves forward in time along the path);
+  sender: money only moves forward in time along the path; per account and hop the 5 most
+  relevant transfers, at most 100 accounts, hubs of more than 200 not expanded);
 * ``g_sg_width`` / ``g_gs_width``: scatter-gather closed at the receiver (a source paid several
   intermediates, each before it paid the receiver; the sender, paying now, is one) and
   gather-scatter through the sender (payers, then payees after its first receipt);
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from functools import lru_cache
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -51,6 +53,7 @@ from auditflow.features import (
     GRAPH_SHAPE_MINUTES,
     GRAPH_WINDOWS,
 )
+from auditflow.limits import DEFAULT_HUB_DEGREE
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent
 from evidence_graph.follow import Budget, follow_money
@@ -62,7 +65,13 @@ __all__ = ["FEATURE_NEIGHBOR_CAP", "GRAPH_FEATURE_DESCRIPTIONS", "GRAPH_FEATURE_
 #: Edges each account contributes to one query (earliest first). Generous: degrees over 28 days.
 FEATURE_NEIGHBOR_CAP = 2000
 #: Model inputs must not depend on the machine's speed: the cycle search has no clock budget.
-FEATURE_BUDGET = Budget(max_seconds=None)
+#: The cycle search follows, per account and hop, the 5 most relevant transfers (amount
+#: discounted by delay, :func:`~evidence_graph.follow.follow_money`), reaches at most 100 accounts
+#: and does not expand hubs: the bulk of the money, at a bounded cost per transfer.
+FEATURE_BUDGET = Budget(max_nodes=100, max_edges=400, max_seconds=None)
+CYCLE_FANOUT_CAP = 5
+CYCLE_HUB_DEGREE = DEFAULT_HUB_DEGREE
+_cents = lru_cache(maxsize=1 << 18)(usd_cents)  # Money is immutable: its cents never change
 _MINUTE = timedelta(minutes=1)
 _LONGEST = max(m for _, m in GRAPH_WINDOWS)
 _NEW_LOOKBACK = 28 * 24 * 60  # "new" in the 7-day window: not seen in the 21 days before it
@@ -117,7 +126,8 @@ def graph_features(
         cycle = 1
     else:
         flow = follow_money(store, rcv, "out", max_hops=GRAPH_CYCLE_MAX_HOPS - 1, start=lo, end=end,
-                            hop_horizon=None, fanout_cap=neighbor_cap, hub_degree=None, budget=FEATURE_BUDGET,
+                            hop_horizon=None, fanout_cap=min(neighbor_cap, CYCLE_FANOUT_CAP),
+                            hub_degree=CYCLE_HUB_DEGREE, budget=FEATURE_BUDGET,
                             stop_at=snd)
         reached = flow.nodes.get(snd)
         cycle = reached.hop_depth + 1 if reached is not None else 0
@@ -159,13 +169,13 @@ def graph_features(
     reach.discard(snd)
     v["g_two_hop_out"] = len(reach)
 
-    snd_in = sum(usd_cents(e.amount_received) for e in gathered)
+    snd_in = sum(_cents(e.amount_received) for e in gathered)
     v["g_snd_in_usd_7d"] = float(snd_in) / 100.0
-    paid = usd_cents(event.amount_paid)
+    paid = _cents(event.amount_paid)
     v["g_fwd_share_7d"] = float(paid) / float(snd_in) if snd_in > 0 else -1.0
-    rcv_amounts = [usd_cents(e.amount_received) for e in ins[rcv] if e.timestamp >= lo and e.src != rcv]
+    rcv_amounts = [_cents(e.amount_received) for e in ins[rcv] if e.timestamp >= lo and e.src != rcv]
     v["g_rcv_in_usd_7d"] = float(sum(rcv_amounts)) / 100.0
-    v["g_rcv_in_amt_cv_7d"] = _cv([*rcv_amounts, usd_cents(event.amount_received)]) if snd != rcv else _cv(rcv_amounts)
+    v["g_rcv_in_amt_cv_7d"] = _cv([*rcv_amounts, _cents(event.amount_received)]) if snd != rcv else _cv(rcv_amounts)
     return {name: float(v[name]) for name in GRAPH_FEATURE_NAMES}
 
 

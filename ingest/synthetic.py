@@ -101,7 +101,7 @@ from ingest.amlworld import (
     write_transactions,
 )
 
-__all__ = ["Account", "Dataset", "convert", "generate", "write_dataset"]
+__all__ = ["PROFILES", "Account", "Dataset", "LaunderingProfile", "convert", "generate", "write_dataset"]
 
 BITCOIN = "Bitcoin"
 
@@ -162,6 +162,30 @@ CROSS_CURRENCY_SHARE = 0.3  # of transfers between currencies received in the pa
 MULE_SHARE = 0.10  # of laundering participants that are fresh accounts with no background
 
 _CTX = Context(prec=60)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunderingProfile:
+    """How attempts are planted: shape sizes (inclusive ranges), the median gap between an
+    attempt's transfers (minutes: the default spreads an attempt over hours to a day or two,
+    ``slow`` over days to weeks) and the median amount moved (USD). Models are tested on more than
+    one profile, so that nothing they learn depends on one way of planting."""
+
+    fan_degree: tuple[int, int] = (4, 16)
+    hops: tuple[int, int] = (3, 8)
+    width: tuple[int, int] = (2, 8)
+    gap_minutes: float = 90.0
+    amount_usd: float = 9000.0
+    lone_usd: float = 6000.0
+
+
+#: Named profiles: ``default`` (the historical draws, byte for byte) and ``slow``: smaller fans,
+#: longer chains, patterns spread over days to weeks, larger amounts.
+PROFILES: dict[str, LaunderingProfile] = {
+    "default": LaunderingProfile(),
+    "slow": LaunderingProfile(fan_degree=(3, 9), hops=(4, 10), width=(2, 5), gap_minutes=1440.0,
+                              amount_usd=40_000.0, lone_usd=25_000.0),
+}
 
 
 def convert(money: Money, currency: str) -> Money:
@@ -239,7 +263,9 @@ def _weighted(pairs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], li
 class _Builder:
     """Holds the generator's state; the public entry point is :func:`generate`."""
 
-    def __init__(self, accounts: int, days: int, seed: int, density: float) -> None:
+    def __init__(self, accounts: int, days: int, seed: int, density: float,
+                 profile: LaunderingProfile = LaunderingProfile()) -> None:
+        self.profile = profile
         self.rng = random.Random(seed)
         self.n_accounts = accounts
         self.days = days
@@ -582,15 +608,15 @@ class _Builder:
 
     def shape(self, typology: str, cap: int) -> dict[str, int]:
         """Draw a shape's size, shrunk towards the smallest shape to stay within ``cap`` rows."""
-        rng = self.rng
+        rng, pf = self.rng, self.profile
         if typology in ("FAN-OUT", "FAN-IN"):
-            return {"d": max(4, min(rng.randint(4, 16), cap))}
+            return {"d": max(4, min(rng.randint(*pf.fan_degree), cap))}
         if typology in ("CYCLE", "RANDOM"):
-            return {"h": max(3, min(rng.randint(3, 8), cap))}
+            return {"h": max(3, min(rng.randint(*pf.hops), cap))}
         if typology == "SCATTER-GATHER":
-            return {"k": max(2, min(rng.randint(2, 8), cap // 2))}
+            return {"k": max(2, min(rng.randint(*pf.width), cap // 2))}
         if typology == "GATHER-SCATTER":
-            k_in, k_out = rng.randint(2, 8), rng.randint(2, 8)
+            k_in, k_out = rng.randint(*pf.width), rng.randint(*pf.width)
             while k_in + k_out > cap and (k_in > 2 or k_out > 2):
                 if k_in >= k_out:
                     k_in -= 1
@@ -667,7 +693,7 @@ class _Builder:
     def attempt_edges(self, typology: str, p: dict[str, int]) -> tuple[list[tuple[int, int, float]], list[int]]:
         """Edges (local sender, local receiver, USD) in time order, and how many accounts."""
         rng = self.rng
-        base = self.lognormal(9000, 0.9)
+        base = self.lognormal(self.profile.amount_usd, 0.9)
         edges: list[tuple[int, int, float]] = []
         if typology == "FAN-OUT":
             d = p["d"]
@@ -735,7 +761,7 @@ class _Builder:
     def schedule(self, n: int) -> list[int]:
         """``n`` strictly increasing minutes inside the window, spaced minutes to a day apart."""
         rng = self.rng
-        gaps = [max(1, round(rng.lognormvariate(math.log(90), 1.1))) for _ in range(n - 1)]
+        gaps = [max(1, round(rng.lognormvariate(math.log(self.profile.gap_minutes), 1.1))) for _ in range(n - 1)]
         span, room = sum(gaps), max(n, int(self.window * 0.9))
         if span > room - 1:
             gaps = [max(1, g * (room - n) // span) for g in gaps]
@@ -792,7 +818,7 @@ class _Builder:
         lone = max(lone_target, budget - used)
         for _ in range(lone):
             s, r = self.participants(2)
-            paid, received = self.amounts(s, r, self.lognormal(6000, 1.0))
+            paid, received = self.amounts(s, r, self.lognormal(self.profile.lone_usd, 1.0))
             self.add(rng.randrange(self.window), s, r, paid, received, self.fmt("laundering"), -2)
         return lone
 
@@ -857,6 +883,7 @@ def generate(
     *,
     tx_per_account_day: float = 4.5,
     min_each_typology: bool = True,
+    profile: LaunderingProfile | str = "default",
 ) -> Dataset:
     """Generate a synthetic AMLworld-like data set (see the module docstring for the model).
 
@@ -872,7 +899,11 @@ def generate(
     if tx_per_account_day <= 0:
         raise ValueError(f"tx_per_account_day must be positive, got {tx_per_account_day}")
     start = start.replace(second=0, microsecond=0)
-    b = _Builder(accounts, days, seed, tx_per_account_day)
+    if isinstance(profile, str):
+        if profile not in PROFILES:
+            raise ValueError(f"unknown laundering profile {profile!r}: expected one of {sorted(PROFILES)}")
+        profile = PROFILES[profile]
+    b = _Builder(accounts, days, seed, tx_per_account_day, profile)
     b.make_accounts()
     b.background(round(accounts * days * tx_per_account_day))
     n_background = len(b.txs)
@@ -887,6 +918,7 @@ def generate(
         "start": start.isoformat(),
         "tx_per_account_day": tx_per_account_day,
         "min_each_typology": min_each_typology,
+        **({} if profile == PROFILES["default"] else {"profile": profile}),
     }
     lookalikes = [b.accounts[i].ref for i in sorted(set(b.lookalike_idx))]
     return Dataset(events, attempts, list(b.accounts), params, lone, lookalikes)
