@@ -130,18 +130,7 @@ def metric_rows(name: str, ref: np.ndarray, samples: np.ndarray, alpha: float) -
     """The metric of each row of ``samples`` against ``ref`` (one histogram for all rows, or one
     per row), vectorized: the same definitions as :func:`psi`, :func:`kl`, :func:`js_distance`
     (needs ``alpha`` > 0)."""
-    k = samples.shape[-1]
-    lp = np.log(ref + alpha) - np.log(ref.sum(axis=-1, keepdims=True) + alpha * k)
-    lq = np.log(samples + alpha) - np.log(samples.sum(axis=-1, keepdims=True) + alpha * k)
-    if name == "psi":
-        return np.sum((np.exp(lq) - np.exp(lp)) * (lq - lp), axis=-1)
-    if name == "kl":
-        return np.maximum(0.0, np.sum(np.exp(lq) * (lq - lp), axis=-1))
-    if name == "js":
-        lm = np.logaddexp(lp, lq) - math.log(2.0)
-        div = 0.5 * np.sum(np.exp(lp) * (lp - lm), axis=-1) + 0.5 * np.sum(np.exp(lq) * (lq - lm), axis=-1)
-        return np.minimum(1.0, np.sqrt(np.maximum(0.0, div) / math.log(2.0)))
-    raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})")
+    return metric_rows_all(ref, samples, alpha, (name,))[name]
 
 
 def calibration_size(n: int, min_count: int = DEFAULT_MIN_COUNT) -> int:
@@ -171,6 +160,38 @@ def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEF
     return reference_draws_all(ref, n, (name,), alpha=alpha, draws=draws, seed=seed)[name]
 
 
+def reference_samples(ref: Sequence[int], n: int, *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
+    """``draws`` windows of ``n`` events from the reference's own distribution (multinomial on its
+    counts), seeded by (seed, n, bins)."""
+    ref_arr = np.asarray(ref, dtype=np.int64)
+    if n <= 0 or ref_arr.sum() <= 0:
+        return np.zeros((draws, len(ref_arr)), dtype=np.int64)
+    rng = np.random.default_rng([seed, n, len(ref_arr)])
+    return rng.multinomial(n, ref_arr / ref_arr.sum(), size=draws)
+
+
+def metric_rows_all(ref: np.ndarray, samples: np.ndarray, alpha: float,
+                    names: Sequence[str] = METRICS) -> dict[str, np.ndarray]:
+    """:func:`metric_rows` of several metrics, the log-probabilities computed once."""
+    k = samples.shape[-1]
+    lp = np.log(ref + alpha) - np.log(ref.sum(axis=-1, keepdims=True) + alpha * k)
+    lq = np.log(samples + alpha) - np.log(samples.sum(axis=-1, keepdims=True) + alpha * k)
+    p, q, d = np.exp(lp), np.exp(lq), lq - lp
+    out = {}
+    for name in names:
+        if name == "psi":
+            out[name] = np.sum((q - p) * d, axis=-1)
+        elif name == "kl":
+            out[name] = np.maximum(0.0, np.sum(q * d, axis=-1))
+        elif name == "js":
+            lm = np.logaddexp(lp, lq) - math.log(2.0)
+            div = 0.5 * np.sum(p * (lp - lm), axis=-1) + 0.5 * np.sum(q * (lq - lm), axis=-1)
+            out[name] = np.minimum(1.0, np.sqrt(np.maximum(0.0, div) / math.log(2.0)))
+        else:
+            raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})")
+    return out
+
+
 def reference_draws_all(ref: Sequence[int], n: int, names: Sequence[str] = METRICS, *,
                         alpha: float = DEFAULT_SMOOTHING, draws: int = DEFAULT_DRAWS,
                         seed: int = 0) -> dict[str, np.ndarray]:
@@ -178,11 +199,9 @@ def reference_draws_all(ref: Sequence[int], n: int, names: Sequence[str] = METRI
     ref_arr = np.asarray(ref, dtype=np.int64)
     if n <= 0 or ref_arr.sum() <= 0:
         return {m: np.zeros(0) for m in names}
-    rng = np.random.default_rng([seed, n, len(ref_arr)])
-    samples = rng.multinomial(n, ref_arr / ref_arr.sum(), size=draws)
+    samples = reference_samples(ref_arr, n, draws=draws, seed=seed)
     if alpha > 0:
-        ref_f, samples_f = ref_arr.astype(np.float64), samples.astype(np.float64)
-        return {m: metric_rows(m, ref_f, samples_f, alpha) for m in names}
+        return metric_rows_all(ref_arr.astype(np.float64), samples.astype(np.float64), alpha, names)
     return {m: np.array([metric(m, ref_arr.tolist(), s.tolist(), alpha) for s in samples]) for m in names}
 
 
@@ -199,6 +218,40 @@ def calibrated_thresholds(ref: Sequence[int], n: int, name: str, *, alpha: float
 def bootstrap_p_value(value: float, draws: np.ndarray) -> float:
     """(1 + #draws >= value) / (1 + #draws): never 0, so BH stays meaningful."""
     return (1.0 + float(np.sum(draws >= value))) / (1.0 + draws.size)
+
+
+def tail_fit(sorted_draws: np.ndarray, name: str) -> tuple[float, float]:
+    """(a, nu) of the scaled chi-square a * chi2(nu) with the draws' mean and variance
+    (Satterthwaite), of the divergence (the JS distance squared); (0, 0) when they do not allow one."""
+    d = sorted_draws * sorted_draws if name == "js" else sorted_draws
+    if d.size == 0:
+        return 0.0, 0.0
+    mean, var = float(d.mean()), float(d.var())
+    if not (mean > 0 and var > 0):
+        return 0.0, 0.0
+    return var / (2.0 * mean), 2.0 * mean * mean / var
+
+
+def tail_p_value(value: float, sorted_draws: np.ndarray, name: str, fit: tuple[float, float] | None = None) -> float:
+    """The p-value of ``value`` against same-size reference draws (sorted ascending): the
+    empirical (1 + #draws >= value) / (1 + #draws) while some draw reaches the value; beyond the
+    largest draw, the tail of the scaled chi-square of :func:`tail_fit` (``fit``, if computed
+    already), capped at 1 / (1 + #draws). So a window far beyond every draw gets a p-value that
+    says how far, and one drifting block can survive Benjamini-Hochberg among hundreds (the
+    empirical p-value alone stops at 1/1001)."""
+    from scipy.special import chdtrc
+
+    n = sorted_draws.size
+    if n == 0:
+        return 1.0
+    above = n - int(np.searchsorted(sorted_draws, value, side="left"))
+    if above > 0:
+        return (1.0 + above) / (1.0 + n)
+    a, nu = fit if fit is not None else tail_fit(sorted_draws, name)
+    if a <= 0:
+        return 1.0 / (1.0 + n)
+    v = value * value if name == "js" else value
+    return float(min(1.0 / (1.0 + n), max(float(chdtrc(nu, v / a)), 1e-300)))
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]:

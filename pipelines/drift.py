@@ -22,6 +22,7 @@ say so through its out-of-reference mass).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from functools import cached_property
 from collections import Counter, defaultdict
@@ -36,6 +37,7 @@ from auditflow.canonical import canonical_sha256
 
 PROFILE_SCHEMA = "auditflow.drift_reference/1"
 RECORD_SCHEMA = "auditflow.drift/1"
+_encode_str = json.encoder.encode_basestring
 SCORE = "score"
 
 
@@ -259,6 +261,28 @@ class DriftRecord:
             d[k] = getattr(self, k)
         return d
 
+    def to_json(self) -> str:
+        """``json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)``, built directly
+        (the stream job writes one per record)."""
+        out = ['{"schema":"', RECORD_SCHEMA, '"']
+        for k in self.__slots__:
+            v = getattr(self, k)
+            if v is None:
+                enc = "null"
+            elif v is True or v is False:
+                enc = "true" if v else "false"
+            elif isinstance(v, str):
+                enc = _encode_str(v)
+            elif isinstance(v, float):
+                if not math.isfinite(v):
+                    raise ValueError(f"drift record {self.key}: {k}={v!r} is not finite")
+                enc = float.__repr__(v)
+            else:
+                enc = int.__repr__(v)
+            out.append(f',"{k}":{enc}')
+        out.append("}")
+        return "".join(out)
+
     @classmethod
     def from_dict(cls, d: dict) -> DriftRecord:
         if d.get("schema") != RECORD_SCHEMA:
@@ -405,6 +429,14 @@ class Pane:
     last_offset: int | None
 
 
+def _sorted_quantile(d: np.ndarray, q: float) -> float:
+    """numpy's (linear) quantile of an array already sorted ascending."""
+    pos = q * (d.size - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, d.size - 1)
+    return float(d[lo] + (d[hi] - d[lo]) * (pos - lo))
+
+
 class PaneScorer:
     """Scores panes of one reference: every (feature, segment) block the reference has counts
     for, three metrics each, vectorized over the blocks of one bin count; thresholds and p-values
@@ -435,10 +467,12 @@ class PaneScorer:
         got = self._draws.get(key)
         if got is None:
             f, seg, _, _ = self.cells[cell]
-            draws = D.reference_draws_all(self.profile.counts[f][seg], n, D.METRICS, alpha=self.profile.alpha)
-            thresholds = {m: (float(np.quantile(d, D.WARN_QUANTILE)), float(np.quantile(d, D.DRIFT_QUANTILE)))
+            draws = {m: np.sort(d) for m, d in
+                     D.reference_draws_all(self.profile.counts[f][seg], n, D.METRICS, alpha=self.profile.alpha).items()}
+            thresholds = {m: (_sorted_quantile(d, D.WARN_QUANTILE), _sorted_quantile(d, D.DRIFT_QUANTILE))
                           for m, d in draws.items()}
-            got = self._draws[key] = ({m: np.sort(d) for m, d in draws.items()}, thresholds)
+            fits = {m: D.tail_fit(d, m) for m, d in draws.items()}
+            got = self._draws[key] = (draws, thresholds, fits)
         return got
 
     def score(self, pane: Pane) -> list[DriftRecord]:
@@ -468,13 +502,12 @@ class PaneScorer:
             n = int(n_cur[i])
             cal = D.calibration_size(n, mc) if n >= mc else n
             if n >= mc:
-                sorted_draws, thresholds = self._calibration(i, cal)
+                sorted_draws, thresholds, fits = self._calibration(i, cal)
             for m in D.METRICS:
                 v = float(values[m][i])
                 if n >= mc:
                     warn, drift = thresholds[m]
-                    d = sorted_draws[m]
-                    pv = (1.0 + float(d.size - np.searchsorted(d, v, side="left"))) / (1.0 + d.size)
+                    pv = D.tail_p_value(v, sorted_draws[m], m, fits[m])
                 else:
                     warn = drift = 0.0
                     pv = 1.0

@@ -341,7 +341,7 @@ def _drift_udtf(spec: StreamSpec):
             for k in [k for k in self.cache if k not in keep]:
                 del self.cache[k]
             for r in history[-1]:
-                yield "S", json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False)
+                yield "S", r.to_json()
             for a in rule_alerts(self.drift.rules, history):
                 yield "X", json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
 

@@ -93,7 +93,37 @@ def test_benjamini_hochberg_rejects_what_scipy_adjusts_below_q(seed):
 @pytest.mark.parametrize("name", drift.METRICS)
 def test_the_vectorized_draws_are_the_scalar_metric(name):
     ref = [500, 1200, 3000, 2500, 900, 400, 100, 0, 30]
-    rng = np.random.default_rng([0, 300, len(ref)])  # the draws reference_draws makes
-    samples = rng.multinomial(300, np.array(ref) / sum(ref), size=drift.DEFAULT_DRAWS)
+    samples = drift.reference_samples(ref, 300)  # the windows reference_draws scores
     want = [drift.metric(name, ref, s.tolist()) for s in samples]
     assert drift.reference_draws(ref, 300, name).tolist() == pytest.approx(want, abs=1e-12)
+
+
+def test_reference_samples_are_multinomial_windows_of_the_reference():
+    ref = np.array([500, 1200, 3000, 2500, 900, 400, 100, 0, 30, 0])
+    s = drift.reference_samples(ref.tolist(), 250, draws=20_000, seed=4)
+    assert s.shape == (20_000, 10) and (s.sum(axis=1) == 250).all() and (s[:, [7, 9]] == 0).all()
+    p = ref / ref.sum()
+    mean, var = s.mean(axis=0), s.var(axis=0)
+    assert np.abs(mean - 250 * p).max() < 4 * np.sqrt(250 * p * (1 - p) / 20_000).max() + 1e-12
+    assert np.allclose(var[p > 0], (250 * p * (1 - p))[p > 0], rtol=0.06)  # multinomial variances
+    cov = np.cov(s[:, 2], s[:, 3])[0, 1]
+    assert abs(cov - (-250 * p[2] * p[3])) < 0.1 * 250 * p[2] * p[3]  # and covariances
+    assert (drift.reference_samples(ref.tolist(), 250, seed=4) == drift.reference_samples(ref.tolist(), 250, seed=4)).all()
+
+
+@pytest.mark.parametrize("name", drift.METRICS)
+def test_beyond_every_draw_the_p_value_follows_the_tail(name):
+    ref = [500, 1200, 3000, 2500, 900, 400, 100, 30]
+    big = np.sort(drift.reference_draws(ref, 400, name, draws=200_000, seed=5))  # the truth, from many draws
+    small = np.sort(drift.reference_draws(ref, 400, name, seed=6))
+    inside = float(small[-10])
+    assert drift.tail_p_value(inside, small, name) == 11 / 1001  # empirical while draws reach it
+    ps = []
+    for q in (0.99995, 0.999995):
+        v = float(np.quantile(big, q)) if q < 0.99999 else float(big[-1]) * 1.2
+        assert v > small[-1]
+        p = drift.tail_p_value(v, small, name)
+        ps.append(p)
+        if q < 0.99999:
+            assert 0.5 * (1 - q) <= p <= 4 * (1 - q), (p, 1 - q)  # the right order, on the safe side
+    assert ps[1] < ps[0] <= 1 / 1001

@@ -147,3 +147,17 @@ def test_a_level_the_reference_never_saw_has_its_own_bin_and_counts_as_out_of_re
     assert fmt.out_of_reference == pytest.approx(n_new / fmt.n_cur, abs=1e-15)
     assert fmt.status == "drift" and math.isfinite(fmt.value)
     assert recs[("bank", D.ALL_SEGMENT, "psi")].out_of_reference == 0.0  # other levels were in the reference
+
+
+def test_a_record_as_json_is_what_the_json_module_writes():
+    profile = P.build_profile(stream(24, 51), FEATURES, categorical=("payment_format",))
+    recs = P.score_windows(profile, P.window_counts(profile, stream(3, 52, start_hour=24), 60), 60,
+                           coverage={24 * HOUR_MS: (5, 3, 99)})
+    import json
+
+    for r in recs[::7]:
+        assert r.to_json() == json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False)
+        assert P.DriftRecord.from_dict(json.loads(r.to_json())) == r
+    bad = recs[0].__class__(**{**{k: getattr(recs[0], k) for k in recs[0].__slots__}, "value": math.nan})
+    with pytest.raises(ValueError, match="value=nan"):
+        bad.to_json()
