@@ -130,6 +130,12 @@ def _print_run(result: flow.RunResult) -> None:
     console.print(f"stream job: {result.events_in} in = {result.processed} processed + {result.rejected} rejected; "
                   f"{len(s.candidates)} fast-path alerts in {s.seconds:.1f}s")
     console.print(render_run_summary(result.summary()))
+    if s.drift_records:
+        windows = len({r["window_start"] for r in s.drift_records})
+        drifting = sum(r["status"] == "drift" and r["significant"] for r in s.drift_records)
+        console.print(f"drift: {len(s.drift_records):,} scores over {windows} windows ({drifting:,} drifting after "
+                      f"Benjamini-Hochberg), {len(s.drift_alerts)} drift alerts -> {result.paths.drift_scores} "
+                      "(auditflow drift show)", soft_wrap=True, highlight=False)
     console.print(f"reports: {result.paths.reports_dir}", soft_wrap=True)
     console.print(f"recall of planted laundering transactions among alerts: "
                   f"{result.recall:.3f} ({result.laundering_alerted}/{len(result.laundering_ids)})")
