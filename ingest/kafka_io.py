@@ -207,11 +207,7 @@ def ensure_topics(
 
 def _require_topics(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
     """Partition count of each topic; ``LookupError`` naming the missing ones."""
-    admin = _admin(bootstrap)
-    try:
-        counts = _partition_counts(admin, list(topics))
-    finally:
-        admin.close()
+    counts = _partition_counts_of(bootstrap, topics)
     missing = [t for t in topics if t not in counts]
     if missing:
         raise LookupError(f"topic(s) {', '.join(map(repr, missing))} do not exist at {bootstrap} (see ensure_topics)")
