@@ -254,11 +254,13 @@ class DriftRecord:
     events: int  # the pane's events (all segments)
     first_offset: int | None  # the smallest and largest source offset (line of the input) of the pane's events
     last_offset: int | None
+    counts: tuple[int, ...] = ()  # the window's bin counts (the reference's bins): windows add up, a day = its hours
 
     def to_dict(self) -> dict:
         d = {"schema": RECORD_SCHEMA}
         for k in self.__slots__:
             d[k] = getattr(self, k)
+        d["counts"] = list(self.counts)
         return d
 
     def to_json(self) -> str:
@@ -273,6 +275,8 @@ class DriftRecord:
                 enc = "true" if v else "false"
             elif isinstance(v, str):
                 enc = _encode_str(v)
+            elif isinstance(v, tuple):
+                enc = "[" + ",".join(int.__repr__(x) for x in v) + "]"
             elif isinstance(v, float):
                 if not math.isfinite(v):
                     raise ValueError(f"drift record {self.key}: {k}={v!r} is not finite")
@@ -287,7 +291,9 @@ class DriftRecord:
     def from_dict(cls, d: dict) -> DriftRecord:
         if d.get("schema") != RECORD_SCHEMA:
             raise ValueError(f"not a {RECORD_SCHEMA} record (schema {d.get('schema')!r})")
-        return cls(**{k: v for k, v in d.items() if k != "schema"})
+        kw = {k: v for k, v in d.items() if k != "schema"}
+        kw["counts"] = tuple(kw.get("counts", ()))
+        return cls(**kw)
 
     @property
     def key(self) -> tuple:
@@ -483,13 +489,16 @@ class PaneScorer:
         n_cur = np.zeros(k, dtype=np.int64)
         oor = np.zeros(k)
         constant = np.zeros(k, dtype=bool)
+        cell_counts: list[tuple[int, ...]] = [()] * k
         flat = np.asarray(pane.counts, dtype=np.int64)
         for nb, (ids, index, ref) in self.groups.items():
             cur = flat[index]
             n = cur.sum(axis=1)
             n_cur[ids] = n
-            for m in D.METRICS:
-                values[m][ids] = D.metric_rows(m, ref, cur.astype(np.float64), alpha)
+            for m, v in D.metric_rows_all(ref, cur.astype(np.float64), alpha).items():
+                values[m][ids] = v
+            for i, row in zip(ids.tolist(), cur.tolist()):
+                cell_counts[i] = tuple(row)
             outside = np.where(np.array([self.categorical[i] for i in ids]), cur[:, -1], cur[:, 0] + cur[:, -1])
             oor[ids] = np.divide(outside, n, out=np.zeros(len(ids)), where=n > 0)
             single = np.array([self.ref_single[i] for i in ids])
@@ -514,14 +523,15 @@ class PaneScorer:
                 st = D.status(v, n, (warn, drift), constant=bool(constant[i]), min_count=mc)
                 if st in D.JUDGED:
                     judged[m].append(len(rows))
-                rows.append([f, seg, m, v, warn, drift, st, pv, False, self.ref_n[i], n, float(oor[i]), cal])
+                rows.append([f, seg, m, v, warn, drift, st, pv, False, self.ref_n[i], n, float(oor[i]), cal,
+                             cell_counts[i]])
         for m, idx in judged.items():  # Benjamini-Hochberg over the pane's judged blocks, per metric
             for i, rej in zip(idx, D.benjamini_hochberg([rows[i][7] for i in idx], self.q)):
                 rows[i][8] = rej
         end = pane.start + self.window_ms
-        for f, seg, m, v, warn, drift, st, pv, sig, n_ref, n, o, cal in rows:
+        for f, seg, m, v, warn, drift, st, pv, sig, n_ref, n, o, cal, c in rows:
             out.append(DriftRecord(p.model_version, self.rid, f, seg, pane.start, end, m, v, warn, drift, st, pv, sig,
-                                   n_ref, n, o, alpha, cal, pane.events, pane.first_offset, pane.last_offset))
+                                   n_ref, n, o, alpha, cal, pane.events, pane.first_offset, pane.last_offset, c))
         return out
 
 

@@ -161,3 +161,20 @@ def test_a_record_as_json_is_what_the_json_module_writes():
     bad = recs[0].__class__(**{**{k: getattr(recs[0], k) for k in recs[0].__slots__}, "value": math.nan})
     with pytest.raises(ValueError, match="value=nan"):
         bad.to_json()
+
+
+def test_records_carry_their_counts_and_a_day_is_the_sum_of_its_hours_records():
+    profile = P.build_profile(stream(24, 61), FEATURES)
+    rows = stream(24, 62, start_hour=48)
+    hourly = P.score_windows(profile, P.window_counts(profile, rows, 60), 60)
+    daily = P.score_windows(profile, P.window_counts(profile, rows, 1440), 1440)
+    summed: dict[tuple, np.ndarray] = {}
+    for r in hourly:
+        if r.metric == "psi":
+            key = (r.feature, r.segment)
+            summed[key] = summed.get(key, 0) + np.asarray(r.counts)
+    for r in daily:
+        assert r.counts == tuple(int(x) for x in summed[(r.feature, r.segment)])
+        assert sum(r.counts) == r.n_cur
+        # a record is checkable on its own: its value from its counts and the reference's
+        assert abs(r.value - D.metric(r.metric, profile.counts[r.feature][r.segment], list(r.counts))) < 1e-12
