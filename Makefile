@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit services-up services-down services-status bench clean
+.PHONY: setup demo test test-unit services-up services-down services-status bench bench-model clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,10 @@ services-status:
 
 bench: setup
 	$(PY) bench/stream_throughput.py --quick
+
+# Feature families side by side (F1, lift, PR-AUC), exact SHAP rows/s, model service p99.
+bench-model: setup
+	$(PY) bench/model.py --quick
 
 clean:
 	rm -rf out var .cache .pytest_cache

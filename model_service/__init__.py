@@ -1,4 +1,5 @@
-"""Model service: the two-stage scoring cascade and its exact SHAP reason codes.
+"""Model service: the scoring cascade, its exact SHAP reason codes, the honest evaluation and the
+HTTP scoring service.
 
 Owns the gradient-boosted scorer (:mod:`model_service.scorer`), training the cascade on the
 AMLworld temporal split (:mod:`model_service.training`) and the deep path that turns stage-1
@@ -12,6 +13,11 @@ Stage 1 ("fast") scores every event in the stream job on the stream features; ca
 alerts at ``Cascade.alert_threshold`` and explains each alert with exact TreeSHAP. Graph
 features arrive as a callable ``graph_features_fn(event) -> {name: value}``, so this package
 does not import :mod:`evidence_graph`.
+
+:mod:`model_service.evaluation` compares the no-graph baseline, stream features only and stream +
+graph features on one temporal split; :mod:`model_service.treeshap` is the exact float64 TreeSHAP;
+:mod:`model_service.service` is ``auditflow serve model`` (micro-batching, priority tiers,
+Prometheus metrics); :mod:`model_service.registry` records trained cascades by content.
 """
 
 # Lazy exports: importing the package loads neither xgboost nor shap; each name loads on first
@@ -35,6 +41,7 @@ _EXPORTS = {
     "StageOneSummary": "model_service.training",
     "TrainingReport": "model_service.training",
     "best_f1_threshold": "model_service.training",
+    "evaluate_models": "model_service.evaluation",
     "explain_alerts": "model_service.deep_path",
     "feature_matrix": "model_service.scorer",
     "recall_threshold": "model_service.training",
@@ -73,6 +80,7 @@ __all__ = [
     "StageOneSummary",
     "TrainingReport",
     "best_f1_threshold",
+    "evaluate_models",
     "explain_alerts",
     "feature_matrix",
     "recall_threshold",
