@@ -10,8 +10,8 @@ default direction. The margin is the base margin (logit of ``base_score``) plus 
 summed in float64; the baseline (``expected_value``) is the cover-weighted mean of each tree's
 leaves, plus the base margin.
 
-Compiled with numba (not cached: cached recursive functions crash on load), releasing the GIL: ``threads`` > 1 explains chunks of rows on threads (numba's
-own parallel loops crash on the recursion). :class:`TreeEnsemble` is built once per model.
+Compiled with numba (an explicit stack, no recursion; cached), releasing the GIL: ``threads`` > 1 explains chunks of rows on threads (numba's
+own parallel loops are not used). :class:`TreeEnsemble` is built once per model.
 
 >>> import xgboost as xgb
 >>> rng = np.random.default_rng(0)
@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def _extend(feat, zero, one, pw, off, depth, zf, of, fi):
     feat[off + depth] = fi
     zero[off + depth] = zf
@@ -47,7 +47,7 @@ def _extend(feat, zero, one, pw, off, depth, zf, of, fi):
         pw[off + i] = zf * pw[off + i] * (depth - i) / (depth + 1)
 
 
-@numba.njit(error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def _unwind(feat, zero, one, pw, off, depth, idx):
     of = one[off + idx]
     zf = zero[off + idx]
@@ -65,7 +65,7 @@ def _unwind(feat, zero, one, pw, off, depth, idx):
         one[off + i] = one[off + i + 1]
 
 
-@numba.njit(error_model="numpy")
+@numba.njit(cache=True, error_model="numpy")
 def _unwound_sum(zero, one, pw, off, depth, idx):
     of = one[off + idx]
     zf = zero[off + idx]
@@ -81,51 +81,59 @@ def _unwound_sum(zero, one, pw, off, depth, idx):
     return total
 
 
-@numba.njit(error_model="numpy")
-def _recurse(node, x, left, right, fidx, thr, dleft, value, cover, phi,
-             feat, zero, one, pw, parent_off, depth, pzf, pof, pfi):
-    off = parent_off + depth  # this level's copy of the path follows the parent's
-    for i in range(depth):
-        feat[off + i] = feat[parent_off + i]
-        zero[off + i] = zero[parent_off + i]
-        one[off + i] = one[parent_off + i]
-        pw[off + i] = pw[parent_off + i]
-    _extend(feat, zero, one, pw, off, depth, pzf, pof, pfi)
-    if left[node] < 0:
-        for i in range(1, depth + 1):
-            w = _unwound_sum(zero, one, pw, off, depth, i)
-            phi[feat[off + i]] += w * (one[off + i] - zero[off + i]) * value[node]
-        return
-    f = fidx[node]
-    v = x[f]
-    if math.isnan(v):
-        go_left = dleft[node]
-    else:
-        go_left = v < thr[node]
-    hot = left[node] if go_left else right[node]
-    cold = right[node] if go_left else left[node]
-    w = cover[node]
-    hzf = cover[hot] / w
-    czf = cover[cold] / w
-    izf = 1.0
-    iof = 1.0
-    idx = 0
-    while idx <= depth:
-        if feat[off + idx] == f:
-            break
-        idx += 1
-    if idx != depth + 1:
-        izf = zero[off + idx]
-        iof = one[off + idx]
-        _unwind(feat, zero, one, pw, off, depth, idx)
-        depth -= 1
-    _recurse(hot, x, left, right, fidx, thr, dleft, value, cover, phi,
-             feat, zero, one, pw, off, depth + 1, hzf * izf, iof, f)
-    _recurse(cold, x, left, right, fidx, thr, dleft, value, cover, phi,
-             feat, zero, one, pw, off, depth + 1, czf * izf, 0.0, f)
+@numba.njit(cache=True, error_model="numpy")
+def _tree(root, x, left, right, fidx, thr, dleft, value, cover, phi, feat, zero, one, pw,
+          st_node, st_off, st_depth, st_zf, st_of, st_fi):
+    """Algorithm 2's recursion as an explicit stack (a child's path lives right after its parent's,
+    which stays intact until both children are done)."""
+    top = 0
+    st_node[0], st_off[0], st_depth[0], st_zf[0], st_of[0], st_fi[0] = root, 0, 0, 1.0, 1.0, -1
+    while top >= 0:
+        node, parent_off, depth = st_node[top], st_off[top], st_depth[top]
+        pzf, pof, pfi = st_zf[top], st_of[top], st_fi[top]
+        top -= 1
+        off = parent_off + depth
+        for i in range(depth):
+            feat[off + i] = feat[parent_off + i]
+            zero[off + i] = zero[parent_off + i]
+            one[off + i] = one[parent_off + i]
+            pw[off + i] = pw[parent_off + i]
+        _extend(feat, zero, one, pw, off, depth, pzf, pof, pfi)
+        if left[node] < 0:
+            for i in range(1, depth + 1):
+                w = _unwound_sum(zero, one, pw, off, depth, i)
+                phi[feat[off + i]] += w * (one[off + i] - zero[off + i]) * value[node]
+            continue
+        f = fidx[node]
+        v = x[f]
+        if math.isnan(v):
+            go_left = dleft[node]
+        else:
+            go_left = v < thr[node]
+        hot = left[node] if go_left else right[node]
+        cold = right[node] if go_left else left[node]
+        w = cover[node]
+        izf = 1.0
+        iof = 1.0
+        idx = 0
+        while idx <= depth:
+            if feat[off + idx] == f:
+                break
+            idx += 1
+        if idx != depth + 1:
+            izf = zero[off + idx]
+            iof = one[off + idx]
+            _unwind(feat, zero, one, pw, off, depth, idx)
+            depth -= 1
+        top += 1
+        st_node[top], st_off[top], st_depth[top] = cold, off, depth + 1
+        st_zf[top], st_of[top], st_fi[top] = cover[cold] / w * izf, 0.0, f
+        top += 1
+        st_node[top], st_off[top], st_depth[top] = hot, off, depth + 1
+        st_zf[top], st_of[top], st_fi[top] = cover[hot] / w * izf, iof, f
 
 
-@numba.njit(nogil=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _shap_batch(X, roots, left, right, fidx, thr, dleft, value, cover, max_depth, n_features):
     n = X.shape[0]
     phi = np.zeros((n, n_features), dtype=np.float64)
@@ -137,12 +145,19 @@ def _shap_batch(X, roots, left, right, fidx, thr, dleft, value, cover, max_depth
         zero = np.zeros(size, dtype=np.float64)
         one = np.zeros(size, dtype=np.float64)
         pw = np.zeros(size, dtype=np.float64)
+        stack = 2 * max_depth + 4
+        st_node = np.zeros(stack, dtype=np.int64)
+        st_off = np.zeros(stack, dtype=np.int64)
+        st_depth = np.zeros(stack, dtype=np.int64)
+        st_zf = np.zeros(stack, dtype=np.float64)
+        st_of = np.zeros(stack, dtype=np.float64)
+        st_fi = np.zeros(stack, dtype=np.int64)
         row = phi[r]
         total = 0.0
         for t in range(roots.shape[0]):
             root = roots[t]
-            _recurse(root, x, left, right, fidx, thr, dleft, value, cover, row,
-                     feat, zero, one, pw, 0, 0, 1.0, 1.0, -1)
+            _tree(root, x, left, right, fidx, thr, dleft, value, cover, row, feat, zero, one, pw,
+                  st_node, st_off, st_depth, st_zf, st_of, st_fi)
             node = root
             while left[node] >= 0:  # the leaf this row reaches, for the margin
                 v = x[fidx[node]]
