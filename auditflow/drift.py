@@ -133,24 +133,29 @@ def metric_rows(name: str, ref: np.ndarray, samples: np.ndarray, alpha: float) -
     return metric_rows_all(ref, samples, alpha, (name,))[name]
 
 
+#: Calibration sizes per doubling of the window size (see :func:`calibration_size`).
+CALIBRATION_STEPS_PER_DOUBLING = 4
+
+
 def calibration_size(n: int, min_count: int = DEFAULT_MIN_COUNT) -> int:
     """The window size thresholds are calibrated at: the largest point of the grid
-    ``min_count * 2**(j/8)`` (j = 0, 1, ...) at or below ``n`` (within 9 % of it, never above, so the
-    thresholds are those of a slightly smaller window: a little wider, on the side of fewer false
-    alarms). Windows of similar size share one calibration, so a stream's scoring costs a few
-    calibrations per feature and segment, not one per window.
+    ``min_count * 2**(j/4)`` (j = 0, 1, ...) at or below ``n`` (within 16 % of it, never above, so
+    the thresholds are those of a slightly smaller window: a little wider, on the side of fewer
+    false alarms). Windows of similar size share one calibration, so a stream's scoring costs a
+    few calibrations per feature and segment, not one per window.
 
-    >>> [calibration_size(n, 200) for n in (200, 217, 218, 1000, 1_000_000)]
-    [200, 200, 218, 951, 974198]
+    >>> [calibration_size(n, 200) for n in (200, 236, 237, 1000, 1_000_000)]
+    [200, 200, 237, 951, 974198]
     """
+    k = CALIBRATION_STEPS_PER_DOUBLING
     if n < min_count:
         return n
-    j = math.floor(8 * math.log2(n / min_count) + 1e-9)
-    while math.floor(min_count * 2 ** ((j + 1) / 8)) <= n:
+    j = math.floor(k * math.log2(n / min_count) + 1e-9)
+    while math.floor(min_count * 2 ** ((j + 1) / k)) <= n:
         j += 1
-    while j > 0 and math.floor(min_count * 2 ** (j / 8)) > n:
+    while j > 0 and math.floor(min_count * 2 ** (j / k)) > n:
         j -= 1
-    return math.floor(min_count * 2 ** (j / 8))
+    return math.floor(min_count * 2 ** (j / k))
 
 
 def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,

@@ -471,6 +471,15 @@ class PaneScorer:
     def _calibration(self, cell: int, n: int):
         key = (cell, n)
         got = self._draws.get(key)
+        if got is None and self.ref_single[cell]:
+            # one-bin reference: every draw is the same window (all n in that bin), so one metric
+            # value is all 1000 draws would give
+            f, seg, _, _ = self.cells[cell]
+            ref = self.profile.counts[f][seg]
+            window = [n if i == self.ref_bin[cell] else 0 for i in range(len(ref))]
+            draws = {m: np.full(D.DEFAULT_DRAWS, D.metric(m, ref, window, self.profile.alpha)) for m in D.METRICS}
+            got = self._draws[key] = (draws, {m: (float(d[0]), float(d[0])) for m, d in draws.items()},
+                                      {m: (0.0, 0.0) for m in D.METRICS})
         if got is None:
             f, seg, _, _ = self.cells[cell]
             draws = {m: np.sort(d) for m, d in

@@ -178,3 +178,19 @@ def test_records_carry_their_counts_and_a_day_is_the_sum_of_its_hours_records():
         assert sum(r.counts) == r.n_cur
         # a record is checkable on its own: its value from its counts and the reference's
         assert abs(r.value - D.metric(r.metric, profile.counts[r.feature][r.segment], list(r.counts))) < 1e-12
+
+
+def test_a_one_bin_reference_judges_a_full_window_by_its_one_possible_draw():
+    rows = stream(24, 71)
+    for r in rows:
+        r.values["hour"] = 3.0
+    profile = P.build_profile(rows, ("hour",))
+    later = stream(2, 72, start_hour=24, per_hour=400)
+    for i, r in enumerate(later):
+        r.values["hour"] = 3.0 if r.ts_ms < 25 * HOUR_MS or i % 10 else 5.0  # the second hour: 10 % elsewhere
+    recs = {(r.window_start, r.metric): r for r in P.score_windows(profile, P.window_counts(profile, later, 60), 60)
+            if r.segment == D.ALL_SEGMENT}
+    for m in D.METRICS:
+        same, moved = recs[(24 * HOUR_MS, m)], recs[(25 * HOUR_MS, m)]
+        assert same.status == "constant" and same.value == pytest.approx(same.drift_threshold, abs=1e-15)
+        assert moved.status == "drift" and moved.value > moved.drift_threshold and moved.p_value <= 1 / 1001
