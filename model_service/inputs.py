@@ -10,7 +10,7 @@ through unchanged (custom feature sets, tests).
 >>> m = InputMap(MODEL_INPUTS, FEATURE_NAMES)
 >>> X = np.zeros((2, len(FEATURE_NAMES))); X[1, FEATURE_NAMES.index("format")] = 2.0
 >>> Y = m.matrix(X)
->>> Y.shape == (2, len(MODEL_STREAM_FEATURES)), Y[1, MODEL_STREAM_FEATURES.index("fmt_ach")]
+>>> Y.shape == (2, len(MODEL_STREAM_FEATURES)), float(Y[1, MODEL_STREAM_FEATURES.index("fmt_ach")])
 (True, 1.0)
 """
 
