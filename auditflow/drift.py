@@ -309,7 +309,9 @@ class DriftRule:
     run of windows; it fires again after the condition lapsed).
 
     * ``kind="status"``: some record of the group has a status in ``statuses`` (and, with
-      ``significant``, survived Benjamini-Hochberg).
+      ``significant``, survived Benjamini-Hochberg, and, with ``min_value``, a value at least
+      that: on large windows a shift too small to matter is still significant, so the default
+      rule also asks for a moderate PSI, 0.1).
     * ``kind="mean_above"``: the mean value of the group's judged records is above ``above``.
 
     "Drift on 3 consecutive windows":
@@ -330,6 +332,7 @@ class DriftRule:
     statuses: tuple[str, ...] = ("drift",)
     significant: bool = True
     above: float | None = None
+    min_value: float | None = None  # status rules: the record's value must be at least this too
     features: tuple[str, ...] = ()  # only these features (all when empty)
     segments: tuple[str, ...] = ()  # only these segments (all when empty)
     action: str = "alert"
@@ -355,6 +358,9 @@ class DriftRule:
                 bad("above", self.above, "a mean_above rule needs a finite number")
         elif self.above is not None:
             bad("above", self.above, "only a mean_above rule takes one")
+        if self.min_value is not None and (self.kind != "status" or not isinstance(self.min_value, (int, float))
+                                           or isinstance(self.min_value, bool) or not math.isfinite(self.min_value)):
+            bad("min_value", self.min_value, "a status rule's finite number")
         if self.action not in RULE_ACTIONS:
             bad("action", self.action, f"expected one of {', '.join(RULE_ACTIONS)}")
 
@@ -379,8 +385,8 @@ class DriftRule:
 
 
 #: The rules a job runs unless configured otherwise: drift confirmed (significant after
-#: Benjamini-Hochberg) on 3 consecutive windows, per feature and segment.
-DEFAULT_RULES = (DriftRule("sustained-drift", "psi", "status", consecutive=3),)
+#: Benjamini-Hochberg, and a PSI of at least 0.1) on 3 consecutive windows, per feature and segment.
+DEFAULT_RULES = (DriftRule("sustained-drift", "psi", "status", consecutive=3, min_value=0.1),)
 
 
 def parse_rules(doc) -> tuple[DriftRule, ...]:

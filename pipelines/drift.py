@@ -624,7 +624,8 @@ def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple
     out = {}
     for key, rs in groups.items():
         if rule.kind == "status":
-            hit = [r for r in rs if r.status in rule.statuses and (r.significant or not rule.significant)]
+            hit = [r for r in rs if r.status in rule.statuses and (r.significant or not rule.significant)
+                   and (rule.min_value is None or r.value >= rule.min_value)]
             if hit:
                 out[key] = (max(r.value for r in hit), max(r.drift_threshold for r in hit), hit)
         else:

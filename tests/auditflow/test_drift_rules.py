@@ -35,7 +35,9 @@ def test_rule_files_parse_and_errors_name_the_field():
                        ({"name": "a", "metric": "psi", "group_by": ["bank"]}, "group_by=['bank']"),
                        ({"name": "a", "metric": "psi", "statuses": ["red"]}, "statuses=['red']"),
                        ({"name": "a", "metric": "psi", "thresold": 1}, "unknown field 'thresold'"),
-                       ({"name": "a", "metric": "psi", "action": "page"}, "action='page'")]:
+                       ({"name": "a", "metric": "psi", "action": "page"}, "action='page'"),
+                       ({"name": "a", "metric": "js", "kind": "mean_above", "above": 0.5, "min_value": 0.1},
+                        "min_value=0.1")]:
         with pytest.raises(ValueError, match=words.replace("[", r"\[").replace("]", r"\]")):
             D.parse_rules([bad])
     with pytest.raises(ValueError, match="duplicate rule name"):
@@ -56,6 +58,11 @@ def test_k_consecutive_windows_fire_once_per_run():
     loose = [[rec(0, "f", "__all__", "psi", 0.5, "drift", False)]]
     assert P.rule_alerts([D.DriftRule("strict", "psi")], loose) == []
     assert len(P.rule_alerts([D.DriftRule("loose", "psi", significant=False)], loose)) == 1
+    # and with a minimum effect size, a significant but small shift does not count
+    small = [[rec(0, "f", "__all__", "psi", 0.04, "drift", True), rec(0, "g", "__all__", "psi", 0.3, "drift", True)]]
+    hit = P.rule_alerts([D.DriftRule("moderate", "psi", min_value=0.1)], small)
+    assert [a.group["feature"] for a in hit] == ["g"]
+    assert D.DEFAULT_RULES[0].min_value == 0.1
 
 
 def test_average_per_group_per_minute_above_085_raises_and_resamples():
