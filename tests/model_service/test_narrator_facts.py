@@ -115,3 +115,16 @@ def test_only_alerts_of_the_narrative_tier_get_a_narrator(monkeypatch):
     monkeypatch.setenv("AUDITFLOW_NARRATOR_DEVICE", "cpu")
     s = Settings()
     assert (s.narrator_min_score, s.narrator_device) == (0.5, "cpu")
+
+
+def test_the_model_service_finds_the_narrators_router():
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from model_service import narrator_service
+
+    assert [r.path for r in narrator_service.router.routes] == ["/narrate"]
+    app = FastAPI()
+    app.include_router(narrator_service.router)
+    r = TestClient(app).post("/narrate", json={"alert": {}})  # refused before any model is loaded
+    assert r.status_code == 422 and "schema" in r.json()["detail"]
