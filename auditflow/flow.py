@@ -523,6 +523,7 @@ def run_deep_path(
                           seed=settings.seed, signer=signer,  # repairs what a crashed run left
                           **report_profile_options(settings))
     cases: list[CaseResult] = []
+    drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
@@ -537,7 +538,7 @@ def run_deep_path(
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
-                                   drift=alert_drift_status(drift_records, alert.event),
+                                   drift=alert_drift_status(drift_windows, alert.event),
                                    narrative=narrative_for(settings, alert, trace, codes, matches))
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
@@ -1233,22 +1234,47 @@ def drift_chart(series: Sequence[dict], path: str | Path, *, title: str) -> Path
     return path
 
 
-def alert_drift_status(records: Sequence[dict], event: TransactionEvent, metric: str = "psi") -> tuple | None:
+@dataclass(frozen=True)
+class DriftWindows:
+    """One metric's drift records by window, ordered by window end: built once per run, looked
+    up per alert (:func:`alert_drift_status`)."""
+
+    ends: list[int]
+    windows: list[list[dict]]
+
+    @classmethod
+    def of(cls, records: Sequence[dict], metric: str = "psi") -> DriftWindows:
+        by_start: dict[int, list[dict]] = {}
+        for r in records:
+            if r["metric"] == metric:
+                by_start.setdefault(r["window_start"], []).append(r)
+        order = sorted(by_start.values(), key=lambda w: (w[0]["window_end"], w[0]["window_start"]))
+        return cls([w[0]["window_end"] for w in order], order)
+
+    def closed_at(self, ms: int) -> list[dict] | None:
+        """The records of the last window that had ended at ``ms`` (None if none had)."""
+        import bisect
+
+        i = bisect.bisect_right(self.ends, ms)
+        return self.windows[i - 1] if i else None
+
+
+def alert_drift_status(records: Sequence[dict] | DriftWindows, event: TransactionEvent,
+                       metric: str = "psi") -> tuple | None:
     """The drift of an alert's segments at alert time, for its report: from the last drift window
     that had closed when the transfer happened, per segment (all events, its payment format,
     currency and bank, ``__other__`` where the reference did not keep the value), the score's
     drift and how many monitored features drifted. None without drift records; () when no window
-    had closed yet."""
+    had closed yet. ``records``: the run's drift records, or their :class:`DriftWindows`."""
     from reports.alert_report import DriftStatus
 
-    if not records:
+    index = records if isinstance(records, DriftWindows) else DriftWindows.of(records, metric)
+    if not index.windows:
         return None
-    at = epoch_millis(event.timestamp)
-    closed = [r for r in records if r["metric"] == metric and r["window_end"] <= at]
-    if not closed:
+    window = index.closed_at(epoch_millis(event.timestamp))
+    if not window:
         return ()
-    start = max(r["window_start"] for r in closed)
-    window = [r for r in closed if r["window_start"] == start]
+    start = window[0]["window_start"]
     names = {r["segment"] for r in window}
     wanted = ["__all__"]
     for dim, value in (("payment_format", event.payment_format), ("currency", event.amount_paid.currency),

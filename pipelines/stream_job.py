@@ -330,14 +330,14 @@ def _drift_udtf(spec: StreamSpec):
         def eval(self, start, panes):
             from pipelines.drift import decode_panes, rule_alerts
 
-            history = []
+            history, keep = [], set()
             for pane, digest in decode_panes(panes, self.scorer.layout.size):
                 key = (pane.start, digest)
+                keep.add(key)
                 recs = self.cache.get(key)
                 if recs is None:
                     recs = self.cache[key] = self.scorer.score(pane)
                 history.append(recs)
-            keep = {(p.start, d) for p, d in decode_panes(panes, self.scorer.layout.size)}
             for k in [k for k in self.cache if k not in keep]:
                 del self.cache[k]
             for r in history[-1]:
