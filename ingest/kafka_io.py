@@ -140,6 +140,62 @@ def _admin(bootstrap: str):
     )
 
 
+def _rd_config(bootstrap: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, **(config or {}), "logger": logging.getLogger("ingest.kafka_io.librdkafka")}
+
+
+def _partitions(admin, topic: str) -> list[int]:
+    meta = admin.list_topics(topic, timeout=30).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise LookupError(f"topic {topic!r} does not exist (see ensure_topics)")
+    return sorted(meta.partitions)
+
+
+def stable_end_offsets(bootstrap: str, topic: str, config: dict[str, Any] | None = None) -> dict[int, int]:
+    """The offset after the last record a read_committed reader of ``topic`` can see now, per
+    partition (the last stable offset: records of transactions still open lie beyond it).
+    ``config``: further client properties (security)."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient(_rd_config(bootstrap, config))
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in _partitions(admin, topic)}
+    futures = admin.list_offsets(tps, isolation_level=IsolationLevel.READ_COMMITTED)
+    return {tp.partition: f.result(30).offset for tp, f in futures.items()}
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str,
+                      config: dict[str, Any] | None = None) -> dict[int, int]:
+    """The offsets ``group`` committed on ``topic``'s partitions (partitions without one left out)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**_rd_config(bootstrap, config), "group.id": group, "enable.auto.commit": False})
+    try:
+        parts = _partitions(consumer, topic)
+        got = consumer.committed([TopicPartition(topic, p) for p in parts], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+
+
+def commit_offsets_at_least(bootstrap: str, group: str, topic: str, offsets: dict[int, int],
+                            config: dict[str, Any] | None = None) -> dict[int, int]:
+    """Make ``group``'s committed offsets on ``topic`` at least ``offsets`` (partition -> the next
+    offset to read): partitions where the group is behind are committed forward, none moved back.
+    For a group no running consumer holds (a finished bounded job's). Returns what it committed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    have = committed_offsets(bootstrap, group, topic, config)
+    behind = {p: o for p, o in sorted(offsets.items()) if have.get(p, -1) < o}
+    if behind:
+        consumer = Consumer({**_rd_config(bootstrap, config), "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in behind.items()], asynchronous=False)
+        finally:
+            consumer.close()
+    return behind
+
+
 def _partition_counts(admin, names: Sequence[str]) -> dict[str, int]:
     """Partition count per existing topic among ``names`` (missing topics are left out)."""
     out: dict[str, int] = {}

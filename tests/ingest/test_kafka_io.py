@@ -204,6 +204,25 @@ def test_produce_raw_and_consume_all_round_trip(topic_name, bootstrap, kio):
         kio.produce_raw(bootstrap, t, values, keys=keys[:1])
 
 
+def test_end_offsets_and_group_commits_forward_only(topic_name, bootstrap, kio):
+    t = topic_name("offsets")
+    kio.ensure_topics(bootstrap, {t: 3})
+    meta = kio.produce_raw(bootstrap, t, [b"a", b"b", b"c", b"d", b"e"], keys=[b"k1", b"k2", b"k1", b"k3", b"k1"])
+    expected = {p: 0 for p in range(3)}  # the offset after each partition's last record, from the sends
+    for p, o in meta:
+        expected[p] = max(expected[p], o + 1)
+    assert kio.stable_end_offsets(bootstrap, t) == expected
+    group = f"{t}-group"
+    assert kio.committed_offsets(bootstrap, group, t) == {}
+    assert kio.commit_offsets_at_least(bootstrap, group, t, expected) == expected
+    assert kio.committed_offsets(bootstrap, group, t) == expected
+    lower = {p: max(o - 1, 0) for p, o in expected.items()}
+    assert kio.commit_offsets_at_least(bootstrap, group, t, lower) == {}  # never moved back
+    assert kio.committed_offsets(bootstrap, group, t) == expected
+    with pytest.raises(LookupError, match="does not exist"):
+        kio.stable_end_offsets(bootstrap, topic_name("never-made"))
+
+
 def test_missing_topics_are_refused_not_auto_created(topic_name, bootstrap, kio, csv_file):
     """The broker auto-creates topics (1 partition) on a client's metadata request: never here."""
     from kafka import KafkaAdminClient
