@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import re
 from functools import cached_property
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -265,27 +266,20 @@ class DriftRecord:
 
     def to_json(self) -> str:
         """``json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)``, built directly
-        (the stream job writes one per record)."""
-        out = ['{"schema":"', RECORD_SCHEMA, '"']
-        for k in self.__slots__:
-            v = getattr(self, k)
-            if v is None:
-                enc = "null"
-            elif v is True or v is False:
-                enc = "true" if v else "false"
-            elif isinstance(v, str):
-                enc = _encode_str(v)
-            elif isinstance(v, tuple):
-                enc = "[" + ",".join(int.__repr__(x) for x in v) + "]"
-            elif isinstance(v, float):
-                if not math.isfinite(v):
-                    raise ValueError(f"drift record {self.key}: {k}={v!r} is not finite")
-                enc = float.__repr__(v)
-            else:
-                enc = int.__repr__(v)
-            out.append(f',"{k}":{enc}')
-        out.append("}")
-        return "".join(out)
+        in one format (the stream job writes one per record)."""
+        for k in _FLOAT_FIELDS:
+            if not math.isfinite(getattr(self, k)):
+                raise ValueError(f"drift record {self.key}: {k}={getattr(self, k)!r} is not finite")
+        return _RECORD_JSON % (
+            _encode_str(self.model_version), _encode_str(self.reference_id), _encode_str(self.feature),
+            _encode_str(self.segment), int.__repr__(self.window_start), int.__repr__(self.window_end),
+            _encode_str(self.metric), _num(self.value), _num(self.warn_threshold), _num(self.drift_threshold),
+            _encode_str(self.status), _num(self.p_value), "true" if self.significant else "false",
+            int.__repr__(self.n_ref), int.__repr__(self.n_cur), _num(self.out_of_reference), _num(self.alpha),
+            int.__repr__(self.calibration_n), int.__repr__(self.events),
+            "null" if self.first_offset is None else int.__repr__(self.first_offset),
+            "null" if self.last_offset is None else int.__repr__(self.last_offset),
+            ",".join(map(int.__repr__, self.counts)))
 
     @classmethod
     def from_dict(cls, d: dict) -> DriftRecord:
@@ -299,6 +293,21 @@ class DriftRecord:
     def key(self) -> tuple:
         return (self.model_version, self.reference_id, self.feature, self.segment, self.window_start,
                 self.window_end, self.metric)
+
+
+_FLOAT_FIELDS = ("value", "warn_threshold", "drift_threshold", "p_value", "out_of_reference", "alpha")
+_RECORD_JSON = ('{"schema":' + json.dumps(RECORD_SCHEMA) + ',"model_version":%s,"reference_id":%s,"feature":%s,'
+                '"segment":%s,"window_start":%s,"window_end":%s,"metric":%s,"value":%s,"warn_threshold":%s,'
+                '"drift_threshold":%s,"status":%s,"p_value":%s,"significant":%s,"n_ref":%s,"n_cur":%s,'
+                '"out_of_reference":%s,"alpha":%s,"calibration_n":%s,"events":%s,"first_offset":%s,'
+                '"last_offset":%s,"counts":[%s]}')
+if re.findall(r'"(\w+)":\[?%s', _RECORD_JSON) != list(DriftRecord.__slots__):
+    raise RuntimeError("_RECORD_JSON must name DriftRecord's fields in their order")
+
+
+def _num(v) -> str:
+    """A finite number as json.dumps writes it."""
+    return float.__repr__(v) if isinstance(v, float) else int.__repr__(v)
 
 
 # ---------------------------------------------------------------------------- the flat layout
@@ -394,32 +403,76 @@ def bin_indices(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
         return np.where(~np.isfinite(v) | (v > e[-1]), interior + 1, out)
 
 
-#: An event's codes are characters: code + CODE_BASE (printable, one UTF-16 unit each).
+#: The score's bin travels from the fast path to the JVM counter as one character: bin + CODE_BASE
+#: (printable, one UTF-16 unit).
 CODE_BASE = 32
 
+#: The af1 field each segment dimension (and the categorical feature of that name) is read from.
+SEGMENT_FIELDS = {"payment_format": "payment_format", "currency": "paid_currency", "bank": "from_bank"}
 
-def event_codes(profile: Profile, layout: Layout, values: Mapping[str, np.ndarray],
-                segments: Mapping[str, Sequence[str]]) -> list[str]:
-    """Per event, its codes as a string (see :class:`Layout`): ``values`` the numeric features'
-    columns (and the score), ``segments`` the dimensions' columns."""
-    n = len(next(iter(segments.values())))
-    cols = []
-    for d, names in zip(D.SEGMENT_DIMENSIONS, layout.segment_names):
-        index = {v: i for i, v in enumerate(profile.segments[d])}
-        other = len(names) - 1
-        cols.append(np.fromiter((index.get(v, other) for v in segments[d]), dtype=np.int64, count=n))
-    for f in profile.features:
-        if f in profile.levels:
-            index = {v: i for i, v in enumerate(profile.levels[f])}
-            others = set(profile.other_levels.get(f, ()))
-            k = len(profile.levels[f])
-            cols.append(np.fromiter((index.get(v, k if v in others else k + 1) for v in segments[f]),
-                                    dtype=np.int64, count=n))
-        else:
-            cols.append(bin_indices(profile.edges[f], values[f]).astype(np.int64))
-    width = len(cols)
-    codes = np.ascontiguousarray(np.stack(cols, axis=1) + CODE_BASE, dtype="<u4")
-    return codes.view(f"<U{width}").ravel().tolist()
+
+def score_codes(profile: Profile, scores: np.ndarray) -> list[str]:
+    """Per event, its score's bin as one character (bin + CODE_BASE)."""
+    codes = np.ascontiguousarray(bin_indices(profile.edges[SCORE], scores) + CODE_BASE, dtype="<u4")
+    return codes.view("<U1").tolist()
+
+
+@dataclass(frozen=True)
+class JvmBins:
+    """The reference's bins as flat arrays for the JVM counter (``DriftPanes.Params.bins``):
+    per dimension its af1 field and kept values; per feature its kind (NUMERIC: a column of the
+    packed features, with its edges; CATEGORICAL: an af1 field, with (value, bin) pairs for the
+    kept levels and the reference's other levels; SCORE: the fast path's code)."""
+
+    segment_fields: tuple[int, ...]
+    segment_values: tuple[str, ...]
+    segment_value_ends: tuple[int, ...]
+    feature_kind: tuple[int, ...]
+    feature_source: tuple[int, ...]
+    edges: tuple[float, ...]
+    edge_ends: tuple[int, ...]
+    level_values: tuple[str, ...]
+    level_bins: tuple[int, ...]
+    level_ends: tuple[int, ...]
+
+    NUMERIC, CATEGORICAL, SCORE = 0, 1, 2
+
+    @classmethod
+    def of(cls, profile: Profile, feature_columns: Sequence[str], wire_fields: Sequence[str]) -> JvmBins:
+        """``feature_columns``: the packed features' names in order; ``wire_fields``: the af1 fields."""
+        seg_fields, seg_values, seg_ends = [], [], []
+        for d in D.SEGMENT_DIMENSIONS:
+            seg_fields.append(wire_fields.index(SEGMENT_FIELDS[d]))
+            seg_values.extend(profile.segments[d])
+            seg_ends.append(len(seg_values))
+        kind, source, edges, edge_ends, lvals, lbins, lends = [], [], [], [], [], [], []
+        for f in profile.features:
+            if f in profile.levels:
+                if f not in SEGMENT_FIELDS:
+                    raise ValueError(f"categorical drift feature {f!r}: the stream knows only {sorted(SEGMENT_FIELDS)}")
+                kind.append(cls.CATEGORICAL)
+                source.append(wire_fields.index(SEGMENT_FIELDS[f]))
+                kept = profile.levels[f]
+                for i, v in enumerate(kept):
+                    lvals.append(v)
+                    lbins.append(i)
+                for v in profile.other_levels.get(f, ()):
+                    if v not in kept:
+                        lvals.append(v)
+                        lbins.append(len(kept))
+            elif f == SCORE:
+                kind.append(cls.SCORE)
+                source.append(-1)
+            elif f in feature_columns:
+                kind.append(cls.NUMERIC)
+                source.append(list(feature_columns).index(f))
+                edges.extend(float(e) for e in profile.edges[f])
+            else:
+                raise ValueError(f"drift feature {f!r} is neither a stream feature, the score nor a segment dimension")
+            edge_ends.append(len(edges))
+            lends.append(len(lvals))
+        return cls(tuple(seg_fields), tuple(seg_values), tuple(seg_ends), tuple(kind), tuple(source), tuple(edges),
+                   tuple(edge_ends), tuple(lvals), tuple(lbins), tuple(lends))
 
 
 # ---------------------------------------------------------------------------- scoring

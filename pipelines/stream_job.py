@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from pathlib import Path
 
@@ -246,9 +247,9 @@ def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str)
 def _alert_udf(spec: StreamSpec):
     """The fast path in one Python stage: score each Arrow batch, and build the alert message of
     the rows at or above the threshold (NULL for the rest). With drift on, every row's result
-    starts with the event's drift codes (:func:`pipelines.drift.event_codes`: its segments and the
-    bins of its features and score), which the JVM counts per pane (``DriftPanes.java``); the
-    alert message, if any, follows them."""
+    starts with its score's drift bin as one character (:func:`pipelines.drift.score_codes`; the
+    JVM counter, ``DriftPanes.java``, bins the features and segments itself); the alert message,
+    if any, follows it."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
 
@@ -264,11 +265,11 @@ def _alert_udf(spec: StreamSpec):
                 raise ValueError(f"model {self.digest[:12]} was trained on other features than this job computes: "
                                  "retrain it (auditflow train)")
             if self.drift is not None:
-                from pipelines.drift import Layout
+                from pipelines.drift import SCORE, score_codes
 
-                self.profile = self.drift.profile
-                self.layout = Layout.of(self.profile)
-                self.columns = {f: FEATURE_NAMES.index(f) for f in self.profile.features if f in FEATURE_NAMES}
+                profile = self.drift.profile
+                self.codes = ((lambda scores: score_codes(profile, scores)) if SCORE in profile.features
+                              else (lambda scores: [" "] * len(scores)))
 
         def eval(self, payload, packed):
             import numpy as np
@@ -277,11 +278,8 @@ def _alert_udf(spec: StreamSpec):
             X = unpack_features(packed, np)
             scores = np.asarray(self.predict(X), dtype=np.float64)
             hits = np.flatnonzero(scores >= self.threshold)
-            payloads = payload.tolist() if len(hits) or self.drift is not None else None
-            if self.drift is None:
-                out = [None] * len(scores)
-            else:
-                out = self._codes(payloads, X, scores)
+            payloads = payload.tolist() if len(hits) else None
+            out = [None] * len(scores) if self.drift is None else self.codes(scores)
             for i in hits.tolist():
                 msg = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
                                   "score": float(scores[i]),
@@ -289,17 +287,6 @@ def _alert_udf(spec: StreamSpec):
                                   "model": self.digest}, separators=(",", ":"))
                 out[i] = msg if self.drift is None else out[i] + msg
             return pd.Series(out, dtype=object)
-
-        def _codes(self, payloads, X, scores):
-            from pipelines.drift import SCORE, event_codes
-
-            fields = [p.split(",") for p in payloads]
-            segments = {name: [f[WIRE_FIELDS.index(col)] for f in fields]
-                        for name, col in (("payment_format", "payment_format"), ("currency", "paid_currency"),
-                                          ("bank", "from_bank"))}
-            values = {f: X[:, i] for f, i in self.columns.items()}
-            values[SCORE] = scores
-            return event_codes(self.profile, self.layout, values, segments)
 
         def is_deterministic(self):
             return False
@@ -461,16 +448,21 @@ def _drift_topology(t_env, spec: StreamSpec, gateway):
     scored by :func:`_drift_udtf`."""
     from pyflink.datastream.data_stream import DataStream
 
-    from pipelines.drift import CODE_BASE, Layout, history_needed
+    from pipelines.drift import CODE_BASE, JvmBins, Layout, history_needed
 
     layout = Layout.of(spec.drift.profile)
+    bins = JvmBins.of(spec.drift.profile, FEATURE_NAMES, WIRE_FIELDS)
     scored = t_env.to_data_stream(t_env.sql_query(
-        "SELECT `payload`, af_fast_path(`payload`, `features`) AS r FROM af_features"))
+        "SELECT `payload`, `features`, af_fast_path(`payload`, `features`) AS r FROM af_features"))
     ints = lambda xs: _int_array(gateway, xs)  # noqa: E731
+    strings = lambda xs: _string_array(gateway, xs)  # noqa: E731
     params = gateway.jvm.io.auditflow.stream.DriftPanes.Params(
         spec.drift.window_minutes * 60_000, spec.allowed_lateness_ms, ints(layout.segment_counts), ints(layout.nbins),
         ints(layout.segment_features), history_needed(spec.drift.rules), CODE_BASE, WIRE_FIELDS.index("ts_ms"),
-        WIRE_FIELDS.index("source_offset"), spec.drift.max_gap_panes)
+        WIRE_FIELDS.index("source_offset"), spec.drift.max_gap_panes).bins(
+        ints(bins.segment_fields), strings(bins.segment_values), ints(bins.segment_value_ends),
+        ints(bins.feature_kind), ints(bins.feature_source), _double_array(gateway, bins.edges), ints(bins.edge_ends),
+        strings(bins.level_values), ints(bins.level_bins), ints(bins.level_ends))
     panes = gateway.jvm.io.auditflow.stream.DriftPanes.build(scored._j_data_stream, params)
     alert_rows = panes.getSideOutput(gateway.jvm.io.auditflow.stream.DriftPanes.ALERTS)
     t_env.create_temporary_view("af_alert_rows", t_env.from_data_stream(DataStream(alert_rows)))
@@ -493,6 +485,13 @@ def _string_array(gateway, values: Sequence[str]):
     arr = gateway.new_array(gateway.jvm.java.lang.String, len(values))
     for i, v in enumerate(values):
         arr[i] = v
+    return arr
+
+
+def _double_array(gateway, values: Sequence[float]):
+    arr = gateway.new_array(gateway.jvm.double, len(values))
+    for i, v in enumerate(values):
+        arr[i] = float(v)
     return arr
 
 
@@ -567,8 +566,20 @@ class FileJobOutput:
     records_in: int
     processed: int
     seconds: float = 0.0
-    drift_records: list[dict] = field(default_factory=list)  # pipelines.drift.DriftRecord dicts, by key
-    drift_alerts: list[dict] = field(default_factory=list)  # pipelines.drift.DriftAlert dicts
+    # the drift records' and drift alerts' JSON lines as the job wrote them, parsed when first asked for
+    drift_lines: list[str] = field(default_factory=list, repr=False)
+    drift_alert_lines: list[str] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def drift_records(self) -> list[dict]:
+        """:class:`pipelines.drift.DriftRecord` dicts, sorted by key."""
+        return sorted(map(json.loads, self.drift_lines), key=drift_record_order)
+
+    @cached_property
+    def drift_alerts(self) -> list[dict]:
+        """:class:`pipelines.drift.DriftAlert` dicts, by window, rule and id."""
+        return sorted(map(json.loads, self.drift_alert_lines),
+                      key=lambda a: (a["window_start"], a["rule"], a["alert_id"]))
 
 
 def run_file_job(csv_path: str | Path, spec: StreamSpec) -> FileJobOutput:
@@ -630,8 +641,8 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
         rejects: list[RejectedRecord] = []
         late: list[RejectedRecord] = []
         dups: list[TransactionEvent] = []
-        drift_records: list[dict] = []
-        drift_alerts: list[dict] = []
+        drift_lines: list[str] = []
+        drift_alert_lines: list[str] = []
         for f in sorted(Path(tmp).rglob("*")):
             if not f.is_file() or f.name.startswith("."):
                 continue  # in-progress files of a failed run are hidden (".part-...")
@@ -647,13 +658,11 @@ def collect_outputs(t_env, source_view: str, spec: StreamSpec):
                     elif kind == "D":
                         dups.append(TransactionEvent.from_wire(body))
                     elif kind == "S":
-                        drift_records.append(json.loads(body))
+                        drift_lines.append(body)
                     elif kind == "X":
-                        drift_alerts.append(json.loads(body))
+                        drift_alert_lines.append(body)
     alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
-    drift_records.sort(key=drift_record_order)
-    drift_alerts.sort(key=lambda a: (a["window_start"], a["rule"], a["alert_id"]))
-    return alerts, rejects, late, dups, counts, (drift_records, drift_alerts)
+    return alerts, rejects, late, dups, counts, (drift_lines, drift_alert_lines)
 
 
 def drift_record_order(d: dict) -> tuple:

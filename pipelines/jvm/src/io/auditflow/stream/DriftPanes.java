@@ -21,26 +21,36 @@ import java.io.Serializable;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
  * Drift counting in the JVM: per tumbling event-time pane, the bin counts of every (segment,
- * feature) block of the reference's flat layout ({@code pipelines.drift.Layout}), from the codes
- * the fast path's batched UDF puts in front of each scored row.
+ * feature) block of the reference's flat layout ({@code pipelines.drift.Layout}). The bins are
+ * computed here, from the reference's frozen edges and levels ({@link Params}): the numeric
+ * features from the packed feature doubles the account operators computed, the segments and
+ * categorical features from the af1 record's fields; only the score's bin comes from Python, the
+ * first character of the fast path's result.
  *
- * <p>Input rows: {@code payload STRING} (the af1 wire record: event time, source offset) and
- * {@code r STRING}: the event's codes (one character each, code + {@link Params#codeBase}: per
- * segment dimension its segment index, then per feature its bin), then the alert message when the
- * event alerts. Alert messages go to {@link #ALERTS}; the main output is one row per pane,
- * {@code start BIGINT, panes BYTES}, emitted once the watermark has passed the pane's end plus the
- * allowed lateness (every event of the pane is then counted: the feature rows of an event come
- * out of the account operators when the watermark passes its time plus the lateness). {@code
- * panes} holds that pane and up to {@link Params#history} panes before it (for alert rules over
- * consecutive windows), oldest first, each as little-endian longs: start, events, first source
- * offset, last source offset, then the counts. Panes without events between two that have some
- * are emitted too (all counts 0).
+ * <p>Input rows: {@code payload STRING} (the af1 wire record), {@code features BYTES} (the
+ * FEATURE_NAMES values as little-endian doubles) and {@code r STRING}: the score's bin (code +
+ * {@link Params#codeBase}), then the alert message when the event alerts. Alert messages go to
+ * {@link #ALERTS}; the main output is one row per pane, {@code start BIGINT, panes BYTES},
+ * emitted once the watermark has passed the pane's end plus the allowed lateness (every event of
+ * the pane is then counted: the feature rows of an event come out of the account operators when
+ * the watermark passes its time plus the lateness). {@code panes} holds that pane and up to
+ * {@link Params#history} panes before it (for alert rules over consecutive windows), oldest
+ * first, each as little-endian longs: start, events, first source offset, last source offset,
+ * then the counts. Panes without events between two that have some are emitted too (all counts
+ * 0).
+ *
+ * <p>Bins as {@code pipelines.drift.bin_index} / {@code level_index} define them: a numeric
+ * value below the first edge is bin 0, above the last edge or not finite the last bin, otherwise
+ * the number of edges at or below it (numpy's {@code searchsorted(side="right")}), at most the
+ * last interior bin; a categorical value is its kept level's bin, the reference's other levels
+ * share the next one, a value the reference never saw the last.
  *
  * <p>Runs at parallelism 1 (one counter for the stream); open panes and the history are operator
  * state, so a restored job goes on counting where its checkpoint was.
@@ -54,9 +64,11 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             new TypeInformation<?>[] {Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE)}, new String[] {"start", "panes"});
     public static final OutputTag<Row> ALERTS = new OutputTag<>("alerts", ALERT_TYPE);
 
-    /** The layout's sizes (the same that {@code pipelines.drift.Layout} derives its offsets from). */
+    /** The layout's sizes (the same that {@code pipelines.drift.Layout} derives its offsets from)
+     * and the reference's bins. */
     public static final class Params implements Serializable {
-        private static final long serialVersionUID = 1L;
+        private static final long serialVersionUID = 2L;
+        public static final int NUMERIC = 0, CATEGORICAL = 1, SCORE = 2;
         public long windowMs;
         public long latenessMs;
         public int[] segmentCounts; // per dimension: kept values + 1 (other)
@@ -67,6 +79,16 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         public int tsField;
         public int offsetField;
         public int maxGapPanes;
+        public int[] segmentFields; // per dimension: its af1 field
+        public String[] segmentValues; // per dimension its kept values, in order (flat; segmentValueEnds)
+        public int[] segmentValueEnds;
+        public int[] featureKind; // per feature: NUMERIC, CATEGORICAL or SCORE
+        public int[] featureSource; // NUMERIC: its column in the packed features; CATEGORICAL: its af1 field
+        public double[] edges; // NUMERIC features' edges (flat; edgeEnds)
+        public int[] edgeEnds;
+        public String[] levelValues; // CATEGORICAL features' (value, bin) pairs (flat; levelEnds)
+        public int[] levelBins;
+        public int[] levelEnds;
 
         public Params(long windowMs, long latenessMs, int[] segmentCounts, int[] nbins, int[] segmentFeatures,
                       int history, int codeBase, int tsField, int offsetField, int maxGapPanes) {
@@ -80,6 +102,23 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             this.tsField = tsField;
             this.offsetField = offsetField;
             this.maxGapPanes = maxGapPanes;
+        }
+
+        /** The reference's bins (see the class comment); without them the operator cannot bin. */
+        public Params bins(int[] segmentFields, String[] segmentValues, int[] segmentValueEnds, int[] featureKind,
+                           int[] featureSource, double[] edges, int[] edgeEnds, String[] levelValues,
+                           int[] levelBins, int[] levelEnds) {
+            this.segmentFields = segmentFields;
+            this.segmentValues = segmentValues;
+            this.segmentValueEnds = segmentValueEnds;
+            this.featureKind = featureKind;
+            this.featureSource = featureSource;
+            this.edges = edges;
+            this.edgeEnds = edgeEnds;
+            this.levelValues = levelValues;
+            this.levelBins = levelBins;
+            this.levelEnds = levelEnds;
+            return this;
         }
     }
 
@@ -97,7 +136,9 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
 
     private final Params p;
     private transient int[] allOffsets, segOffsets, dimBases;
-    private transient int stride, size, nDims, codeLen;
+    private transient int stride, size, nDims, nFeatures, maxField;
+    private transient HashMap<String, Integer>[] segmentIndex, levelIndex;
+    private transient int[] bins, segs, commas;
     private transient TreeMap<Long, Acc> open;
     private transient ArrayDeque<Acc> history;
     private transient long lastEmitted;
@@ -108,16 +149,40 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         this.p = p;
     }
 
-    /** The counter over {@code scored} ({@code payload, r}); the alerts are its {@link #ALERTS} side output. */
+    /** The counter over {@code scored} ({@code payload, features, r}); the alerts are its {@link #ALERTS} side output. */
     public static SingleOutputStreamOperator<Row> build(DataStream<Row> scored, Params p) {
         return scored.transform("drift-panes (bin counts per pane)", PANE_TYPE, new DriftPanes(p))
                 .setParallelism(1).setMaxParallelism(1);
     }
 
+    @SuppressWarnings("unchecked")
     private void layout() {
         nDims = p.segmentCounts.length;
         int f = p.nbins.length;
-        codeLen = nDims + f;
+        nFeatures = f;
+        if (p.featureKind == null || p.featureKind.length != f || p.segmentFields.length != nDims) {
+            throw new IllegalArgumentException("drift panes: the reference's bins do not match the layout");
+        }
+        segmentIndex = new HashMap[nDims];
+        maxField = Math.max(p.tsField, p.offsetField);
+        for (int d = 0, from = 0; d < nDims; d++) {
+            segmentIndex[d] = new HashMap<>();
+            for (int i = from; i < p.segmentValueEnds[d]; i++) segmentIndex[d].put(p.segmentValues[i], i - from);
+            from = p.segmentValueEnds[d];
+            maxField = Math.max(maxField, p.segmentFields[d]);
+        }
+        levelIndex = new HashMap[f];
+        for (int i = 0, from = 0; i < f; i++) {
+            if (p.featureKind[i] == Params.CATEGORICAL) {
+                levelIndex[i] = new HashMap<>();
+                for (int j = from; j < p.levelEnds[i]; j++) levelIndex[i].put(p.levelValues[j], p.levelBins[j]);
+                maxField = Math.max(maxField, p.featureSource[i]);
+            }
+            from = p.levelEnds[i];
+        }
+        bins = new int[f];
+        segs = new int[nDims];
+        commas = new int[maxField + 2];
         allOffsets = new int[f];
         int o = 0;
         for (int i = 0; i < f; i++) {
@@ -164,15 +229,41 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     public void processElement(StreamRecord<Row> element) throws Exception {
         Row row = element.getValue();
         String payload = (String) row.getField(0);
-        String r = (String) row.getField(1);
-        if (r.length() > codeLen) {
-            output.collect(ALERTS, new StreamRecord<>(Row.of(r.substring(codeLen)), element.getTimestamp()));
+        byte[] packed = (byte[]) row.getField(1);
+        String r = (String) row.getField(2);
+        if (r.length() > 1) {
+            output.collect(ALERTS, new StreamRecord<>(Row.of(r.substring(1)), element.getTimestamp()));
         }
-        long ts = wireLong(payload, p.tsField), off = wireLong(payload, p.offsetField);
+        fieldBounds(payload);
+        long ts = Long.parseLong(payload, commas[p.tsField] + 1, commas[p.tsField + 1], 10);
+        long off = Long.parseLong(payload, commas[p.offsetField] + 1, commas[p.offsetField + 1], 10);
         long start = Math.floorDiv(ts, p.windowMs) * p.windowMs;
         if (fireAt(start) <= currentWatermark() || start <= lastEmitted) {
             late.add(1); // cannot happen: late records are split off before the account operators
             return;
+        }
+        for (int d = 0; d < nDims; d++) {
+            Integer s = segmentIndex[d].get(field(payload, p.segmentFields[d]));
+            segs[d] = s == null ? p.segmentCounts[d] - 1 : s;
+        }
+        for (int i = 0; i < nFeatures; i++) {
+            switch (p.featureKind[i]) {
+                case Params.NUMERIC:
+                    bins[i] = binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i],
+                            readDouble(packed, 8 * p.featureSource[i]));
+                    break;
+                case Params.CATEGORICAL: {
+                    Integer b = levelIndex[i].get(field(payload, p.featureSource[i]));
+                    bins[i] = b == null ? p.nbins[i] - 1 : b;
+                    break;
+                }
+                default:
+                    bins[i] = r.charAt(0) - p.codeBase;
+            }
+            if (bins[i] < 0 || bins[i] >= p.nbins[i]) {
+                throw new IllegalStateException("drift panes: bin " + bins[i] + " of feature " + i + " outside 0.."
+                        + (p.nbins[i] - 1));
+            }
         }
         Acc a = open.get(start);
         if (a == null) {
@@ -183,16 +274,51 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         a.first = Math.min(a.first, off);
         a.last = Math.max(a.last, off);
         long[] c = a.counts;
-        int b = codeLen - p.nbins.length;
-        for (int i = 0; i < p.nbins.length; i++) {
-            c[allOffsets[i] + r.charAt(b + i) - p.codeBase]++;
-        }
+        for (int i = 0; i < nFeatures; i++) c[allOffsets[i] + bins[i]]++;
         for (int d = 0; d < nDims; d++) {
-            int base = dimBases[d] + (r.charAt(d) - p.codeBase) * stride;
+            int base = dimBases[d] + segs[d] * stride;
             for (int k = 0; k < p.segmentFeatures.length; k++) {
-                c[base + segOffsets[k] + r.charAt(b + p.segmentFeatures[k]) - p.codeBase]++;
+                c[base + segOffsets[k] + bins[p.segmentFeatures[k]]]++;
             }
         }
+    }
+
+    /** {@code commas[i]}: the index of the comma before field i (-1 for the first), up to maxField + 1. */
+    private void fieldBounds(String s) {
+        commas[0] = -1;
+        int at = -1;
+        for (int i = 1; i < commas.length; i++) {
+            if (at < s.length()) {
+                int next = s.indexOf(',', at + 1);
+                at = next < 0 ? s.length() : next;
+            }
+            commas[i] = at;
+        }
+    }
+
+    private String field(String s, int index) {
+        return s.substring(commas[index] + 1, commas[index + 1]);
+    }
+
+    private static double readDouble(byte[] b, int at) {
+        long bits = 0;
+        for (int k = 7; k >= 0; k--) bits = (bits << 8) | (b[at + k] & 0xFFL);
+        return Double.longBitsToDouble(bits);
+    }
+
+    /** {@code pipelines.drift.bin_index} over {@code e[from..to)}. */
+    static int binIndex(double[] e, int from, int to, double v) {
+        int len = to - from;
+        int interior = Math.max(1, len - 1);
+        if (!Double.isFinite(v) || v > e[to - 1]) return interior + 1;
+        if (v < e[from]) return 0;
+        int lo = 0, hi = len; // the number of edges <= v
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (e[from + mid] <= v) lo = mid + 1;
+            else hi = mid;
+        }
+        return Math.min(lo, interior);
     }
 
     private long currentWatermark = Long.MIN_VALUE;
@@ -275,13 +401,5 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             if (emitted) history.addLast(a);
             else open.put(a.start, a);
         }
-    }
-
-    /** Field {@code index} of a comma-separated af1 record, as a long (the fields are digits). */
-    static long wireLong(String s, int index) {
-        int start = 0;
-        for (int i = 0; i < index; i++) start = s.indexOf(',', start) + 1;
-        int end = s.indexOf(',', start);
-        return Long.parseLong(end < 0 ? s.substring(start) : s.substring(start, end));
     }
 }
