@@ -11,6 +11,13 @@ transfers and at least half of the instance's. Per typology:
 * precision: the share of its findings that match one of its instances (a finding that matches
   nothing, or only an instance of another typology, is a false positive).
 
+``unscored`` instances (by default ``instances.unscored`` where the answer key carries it, as
+:meth:`ingest.synthetic.Dataset.planted` does) are real ones only partly inside the window: an
+attempt that began before it. What is visible of them is not their shape (a stack whose first
+layer lies before the window shows a bipartite), so a finding with at least half of its transfers
+in one of them, of whatever typology, is left out of the scores: neither a hit nor a false
+positive. They are not counted for recall either.
+
 >>> s = TypologyScore("cycle", planted=4, recalled=3, findings=5, correct=4)
 >>> s.recall, s.precision
 (0.75, 0.8)
@@ -57,13 +64,19 @@ def score_typologies(
     instances: Sequence[Instance],
     background: Iterable[str],
     window: tuple[datetime | None, datetime | None] | None = None,
+    unscored: Sequence[Instance] | None = None,
 ) -> dict[str, TypologyScore]:
     """Per typology of :data:`TYPOLOGIES`, its score (see the module docstring)."""
+    if unscored is None:
+        unscored = getattr(instances, "unscored", ())
     accounts = list(dict.fromkeys([a for _, _, members in instances for a in members] + list(background)))
     findings: dict[tuple[str, tuple[str, ...]], TypologyMatch] = {}
     for account in accounts:
         for m in detect_typologies(store, account, window):  # a cycle found from two members: once
             findings.setdefault((m.typology, tuple(sorted(m.event_ids))), m)
+    for key, m in list(findings.items()):
+        if any(2 * len(set(m.event_ids) & ids) >= len(m.event_ids) for _, ids, _ in unscored):
+            del findings[key]
     scores = {}
     for t in TYPOLOGIES:
         mine = [i for i in instances if i[0] == t]

@@ -51,6 +51,7 @@ where they follow the path (and event ids follow the path too).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -80,6 +81,12 @@ UNUSUAL = 1.0
 #: A multi-hop shape's transfers are unusual for its members: their median at least this many
 #: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
 UNUSUAL_SHAPE = 2.0
+#: Chance: a shape is reported only where its members' own habits (their rate of such transfers
+#: before the window) make it at most this likely by chance -- one coincidence in a thousand
+#: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
+CHANCE = 1e-3
+#: Rates are judged over at least this long: transfers of one hour are one moment for a rate.
+RATE_RESOLUTION = timedelta(hours=1)
 #: Parts of one split sum lie within this factor of each other.
 SPLIT_RATIO = 3.0
 #: Pass-through: what leaves is at least 1 - MAX_FEE and at most 1 + AMOUNT_TOLERANCE of what arrived.
@@ -139,6 +146,7 @@ class _View:
         self._raw: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
         self._amounts: dict[tuple[str, str], list[int]] = {}
+        self._history: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
 
@@ -163,8 +171,9 @@ class _View:
                     other = e.dst if direction == "out" else e.src
                     count[other] = count.get(other, 0) + 1
                 self._pairs[(n, direction)] = count
-                self._amounts[(n, direction)] = [
-                    _cents(e) for e in edges if self.start is not None and e.timestamp < self.start]
+                self._history[(n, direction)] = [
+                    (e.timestamp, _cents(e)) for e in edges if self.start is not None and e.timestamp < self.start]
+                self._amounts[(n, direction)] = [c for _, c in self._history[(n, direction)]]
                 self._raw[(n, direction)] = tuple(e for e in edges if self._in_window(e))
                 self._by_id.update((e.event_id, e) for e in edges)
 
@@ -182,6 +191,21 @@ class _View:
         self._load([node], direction)
         amounts = sorted(self._amounts[(node, direction)])
         return amounts[len(amounts) // 2] if amounts else 0
+
+    def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
+        """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
+        cents before the window, over the lookback it has history in: (count + 1) / hours, the
+        add-one estimate (a finite history never proves a rate of zero; an account without any
+        counts one such transfer over the whole lookback). ``None`` without a window start."""
+        if self.start is None:
+            return None
+        self._load([node], "out")
+        self._load([node], "in")
+        seen = [t for d in ("out", "in") for t, _ in self._history[(node, d)]]
+        since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
+        hours = max((self.start - since) / timedelta(hours=1), 1.0)
+        count = sum(1 for _, c in self._history[(node, direction)] if low <= c <= high)
+        return (count + 1) / hours
 
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, list[GraphEdge]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
@@ -205,6 +229,55 @@ def _unusual(view: _View, edges: Sequence[GraphEdge], factor: float) -> bool:
     amounts = sorted(_cents(e) for e in edges)
     usual = sorted(view.median_amount(x, "out") for x in {e.src for e in edges})
     return bool(amounts) and amounts[len(amounts) // 2] >= factor * usual[len(usual) // 2]
+
+
+def _poisson_tail(n: int, mu: float) -> float:
+    """P(N >= n) for N ~ Poisson(mu)."""
+    term = total = math.exp(-mu)
+    for k in range(1, n):
+        term *= mu / k
+        total += term
+    return max(0.0, 1.0 - total)
+
+
+def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float | None:
+    """How likely the account's own habits make a burst like ``edges`` (its transfers that way):
+    P(at least that many transfers of that amount range within the burst's span), a Poisson
+    with the account's own rate before the window (:meth:`_View.rate`) over the span (at least
+    :data:`RATE_RESOLUTION`), times the number of such spans in the window (the burst is looked
+    for anywhere in it). ``None``: no history to judge by (no window start)."""
+    amounts = [_cents(e) for e in edges]
+    lam = view.rate(center, direction, min(amounts), max(amounts))
+    if lam is None:
+        return None
+    stamps = sorted(e.timestamp for e in edges)
+    span = max(stamps[-1] - stamps[0], RATE_RESOLUTION)
+    tries = 1.0
+    if view.start is not None and view.end is not None:
+        tries = max(1.0, (view.end - view.start) / span)
+    return min(1.0, tries * _poisson_tail(len(edges), lam * (span / timedelta(hours=1))))
+
+
+def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None:
+    """How likely the intermediates' own habits explain a pass-through chain: for each, the
+    chance that it makes a transfer within the pass-on band of what reached it anyway, in the
+    time it took to pass it on (a Poisson with its own rate, at least :data:`RATE_RESOLUTION`);
+    the chain: their product (independent accounts). ``None``: no history to judge by."""
+    p = 1.0
+    for a, b in zip(path, path[1:]):
+        arrived = _cents(a)
+        lam = view.rate(a.dst, "out", math.floor(arrived * (1 - MAX_FEE)), math.ceil(arrived * (1 + AMOUNT_TOLERANCE)))
+        if lam is None:
+            return None
+        wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
+        p *= 1.0 - math.exp(-lam * wait)
+    return p
+
+
+def _burst(edges: Iterable[GraphEdge], gap: timedelta) -> bool:
+    """The transfers follow one another, in time order, at most ``gap`` apart."""
+    stamps = sorted(e.timestamp for e in edges)
+    return all(b - a <= gap for a, b in zip(stamps, stamps[1:]))
 
 
 def _ids(edges: Iterable[GraphEdge]) -> tuple[str, ...]:
@@ -238,6 +311,9 @@ def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
     edges = [e for e in view.one_off([center], direction)[center] if _cents(e) >= UNUSUAL * usual]
     fan = _best_split(edges, BURST_GAP)
     if len(fan) < MIN_FAN:
+        return None
+    chance = _by_chance(view, center, direction, fan)
+    if chance is not None and chance > CHANCE:  # what this account does anyway
         return None
     during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
     if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
@@ -289,26 +365,24 @@ def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | N
 # ------------------------------------------------------------------ gather-scatter
 
 
-def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
-    if view.is_hub(hub):
-        return None
-    ins = _best_split(view.one_off([hub], "in")[hub], None)
-    if not 2 <= len(ins) <= MAX_MIDS or len({e.src for e in ins}) < 2:
-        return None
-    first, last = ins[0].timestamp, ins[-1].timestamp
-    gathered = sum(_cents(e) for e in ins)
-    outs: list[GraphEdge] = []
-    total = 0
-    for e in view.one_off([hub], "out")[hub]:  # time order: pay out what was gathered, no more
-        if (first <= e.timestamp <= last + HOP_HORIZON and e.dst not in {x.src for x in ins}
-                and total + _cents(e) <= gathered * (1 + AMOUNT_TOLERANCE)):
-            outs.append(e)
-            total += _cents(e)
-            if total >= gathered * (1 - MAX_FEE):
-                break
-    if not 2 <= len(outs) <= MAX_MIDS or not _comparable(_cents(e) for e in outs):
-        return None
-    # cash flow: at no time has more left than had arrived
+def _runs(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[GraphEdge]]:
+    """Every maximal burst of comparable amounts among ``edges`` (time order): for each amount
+    band [low, SPLIT_RATIO * low], its runs of transfers at most ``gap`` apart; each distinct."""
+    out: dict[tuple[str, ...], list[GraphEdge]] = {}
+    for low in sorted({_cents(e) for e in edges}):
+        run: list[GraphEdge] = []
+        for e in [e for e in edges if low <= _cents(e) <= SPLIT_RATIO * max(1, low)] + [None]:
+            if e is None or (run and e.timestamp - run[-1].timestamp > gap):
+                if run:
+                    out.setdefault(tuple(x.event_id for x in run), run)
+                run = []
+            if e is not None:
+                run.append(e)
+    return list(out.values())
+
+
+def _cash_flow(ins: Sequence[GraphEdge], outs: Sequence[GraphEdge]) -> bool:
+    """At no time has more left the account than had reached it (within AMOUNT_TOLERANCE)."""
     gathered, scattered = 0, 0
     events = sorted([(e.timestamp, 0, e) for e in ins] + [(e.timestamp, 1, e) for e in outs],
                     key=lambda x: (x[0], x[1], x[2].event_id))
@@ -318,8 +392,54 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
         else:
             scattered += _cents(e)
             if scattered > gathered * (1 + AMOUNT_TOLERANCE):
-                return None
-    if not _passes_on(gathered, scattered):
+                return False
+    return True
+
+
+def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
+    """Comparable payments from 2 to MAX_MIDS accounts gathered in a burst, then comparable
+    payments to 2 to MAX_MIDS other accounts scattering it: what leaves passes on what arrived
+    (the pass-on band), never more than had arrived at any time, the whole a burst (transfers at
+    most HOP_HORIZON apart), and unlike the hub's own habits both ways (:func:`_by_chance`:
+    the chance of both bursts at most CHANCE). The largest such shape (the most transfers)."""
+    if view.is_hub(hub):
+        return None
+    gathers = [g for g in _runs(view.one_off([hub], "in")[hub], HOP_HORIZON)
+               if 2 <= len({e.src for e in g}) and len(g) <= MAX_MIDS]
+    scatters = [x for x in _runs(view.one_off([hub], "out")[hub], HOP_HORIZON)
+                if 2 <= len({e.dst for e in x}) and len(x) <= MAX_MIDS]
+    best: tuple[int, list[GraphEdge], list[GraphEdge]] | None = None
+    for g in gathers:
+        sources = {e.src for e in g}
+        got = sum(_cents(e) for e in g)
+        for sc in scatters:
+            # the scatter starts after the gather did and within the horizon after it ended
+            if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + HOP_HORIZON:
+                continue
+            outs = [e for e in sc if e.dst not in sources]
+            if len({e.dst for e in outs}) < 2:
+                continue
+            # what leaves: the scatter's transfers in time order while they fit what arrived
+            kept, total = [], 0
+            for e in outs:
+                if total + _cents(e) <= got * (1 + AMOUNT_TOLERANCE):
+                    kept.append(e)
+                    total += _cents(e)
+            ins = list(g)
+            while ins and ins[-1].timestamp > kept[-1].timestamp if kept else False:
+                ins.pop()  # gathered after the last payment out: not what was scattered
+            if (len({e.dst for e in kept}) < 2 or len({e.src for e in ins}) < 2
+                    or not _passes_on(sum(_cents(e) for e in ins), total) or not _cash_flow(ins, kept)
+                    or not _burst([*ins, *kept], HOP_HORIZON)):
+                continue
+            size = len(ins) + len(kept)
+            if best is None or size > best[0]:
+                best = (size, ins, kept)
+    if best is None:
+        return None
+    _, ins, outs = best
+    p_in, p_out = _by_chance(view, hub, "in", ins), _by_chance(view, hub, "out", outs)
+    if p_in is not None and p_out is not None and p_in * p_out > CHANCE:
         return None
     return TypologyMatch("gather-scatter", tuple(sorted({hub, *(e.src for e in ins), *(e.dst for e in outs)})),
                          _ids(ins + outs),
@@ -360,9 +480,7 @@ def _core(view: _View, v: str, side: str) -> tuple[list[str], list[str], list[Gr
         edges = [e for e in edges if (e.src if fwd == "out" else e.dst) in near and far_of(e, fwd) in far]
     if v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far:
         return None
-    stamps = [e.timestamp for e in edges]
-    amounts = [_cents(e) for e in edges]  # split twice (among the payers, then the payees)
-    if max(stamps) - min(stamps) > LAYER_SPAN or max(amounts) > SPLIT_RATIO**2 * max(1, min(amounts)):
+    if not _burst(edges, HOP_HORIZON) or not _comparable(_cents(e) for e in edges):
         return None
     left, right = (near, far) if side == "left" else (far, near)
     return sorted(left), sorted(right), sorted(edges, key=lambda e: e.cap_key)
@@ -378,25 +496,28 @@ def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], 
     for e in inflow:
         x = e.dst if forward else e.src
         c, t = got.get(x, (0, e.timestamp))
-        got[x] = (c + _cents(e), max(t, e.timestamp) if forward else min(t, e.timestamp))
+        got[x] = (c + _cents(e), min(t, e.timestamp) if forward else max(t, e.timestamp))
     edges: list[GraphEdge] = []
     for x, es in view.one_off(sorted(layer), d).items():
         if x not in got:
             continue
-        amount, when = got[x]
+        amount, when = got[x]  # money leaves after the first arrived (arrived before the last left)
         cand = [e for e in es if (e.dst if forward else e.src) not in used
-                and (when <= e.timestamp <= when + HOP_HORIZON if forward else when - HOP_HORIZON <= e.timestamp <= when)]
-        if sum(_cents(e) for e in cand) <= amount * (1 + MAX_FEE / (1 - MAX_FEE)):
-            edges += cand
+                and (e.timestamp >= when if forward else e.timestamp <= when)]
+        total = 0  # what the layer passed on (got from the layer before), no more
+        for e in cand if forward else reversed(cand):
+            if total + _cents(e) <= amount * (1 + MAX_FEE / (1 - MAX_FEE)):
+                edges.append(e)
+                total += _cents(e)
     count: dict[str, int] = {}
     for e in edges:
         y = e.dst if forward else e.src
         count[y] = count.get(y, 0) + 1
     nxt = sorted(y for y, c in count.items() if c >= 2)
     edges = [e for e in edges if (e.dst if forward else e.src) in nxt]
-    if not 2 <= len(nxt) <= MAX_SIDE:
+    if not 2 <= len(nxt) <= MAX_SIDE or not _burst([*inflow, *edges], HOP_HORIZON):
         return None
-    return nxt, edges
+    return nxt, sorted(edges, key=lambda e: e.cap_key)
 
 
 def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
@@ -507,6 +628,9 @@ def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
             accounts = [path[0].src] + [e.dst for e in path]
             if len(set(accounts)) != len(accounts) or any(view.is_hub(x) for x in accounts):
                 continue
+            chance = _passed_on_by_chance(view, path)
+            if chance is not None and chance > CHANCE:  # what these accounts do anyway
+                continue
             best = path
     if len(best) < MIN_CHAIN_HOPS:
         return None
@@ -552,7 +676,7 @@ def detect_typologies(
     edge_of: dict[str, GraphEdge] = {}
 
     def add(m: TypologyMatch | None) -> None:
-        if m is None or node_id not in m.accounts:
+        if m is None:  # shapes around the account it takes no part in still explain its neighbours'
             return
         if m.typology not in ("fan-out", "fan-in"):
             edges = [_edge(view, i) for i in m.event_ids]
@@ -573,14 +697,22 @@ def detect_typologies(
         add(m)
     down, up = _flows(view, node_id)
     add(_cycle(view, node_id, down, up))
-    add(_chain(view, node_id, down, up))  # kept only where no more specific shape explains it
+    chain = _chain(view, node_id, down, up)
+    add(chain)  # kept only where no more specific shape explains it
+    if chain is not None and not any(m.typology == "cycle" and node_id in m.accounts for m in found.values()):
+        # a cycle through the account may start (in time order) beyond the search's reach from
+        # it: from a member next to where the money first moved, the way back to it is longer
+        # than the search; the chain then runs to that start (or from it): look from its ends
+        for end_ in dict.fromkeys([chain.accounts[0], chain.accounts[-1]]):
+            if end_ != node_id:
+                add(_cycle(view, end_, *_flows(view, end_)))
 
     # one finding per instance: a shape mostly inside a more specific one is that shape
     ranked = [(_SPECIFICITY[m.typology], set(m.event_ids)) for m in found.values()]
     matches = []
     for m in found.values():
         ids, rank = set(m.event_ids), _SPECIFICITY[m.typology]
-        if not any(r > rank and len(ids & other) * 2 > len(ids) for r, other in ranked):
+        if node_id in m.accounts and not any(r > rank and len(ids & other) * 2 > len(ids) for r, other in ranked):
             matches.append(m)
     order = {name: i for i, name in enumerate(TYPOLOGIES)}
     return sorted(matches, key=lambda m: (order[m.typology], m.accounts, m.event_ids))

@@ -56,10 +56,10 @@ FAN-IN             4-16 accounts pay one sink (``Max d-degree Fan-In``)
 SCATTER-GATHER     source -> k intermediates (2-8) -> sink, every gather after the scatter
 GATHER-SCATTER     k sources -> hub -> k' sinks (2-8 each), the scatter after the gather
 CYCLE              a directed cycle of 3-8 hops in time order (``Max h hops``)
-RANDOM             a random walk of 3-8 hops over a small set of accounts, revisits allowed
-                   but never straight back (``Max h hops``)
-BIPARTITE          a set A (2-5) pays a set B (2-5), every account on at least one edge
-STACK              two bipartite layers chained, A -> B then B -> C
+RANDOM             a random walk of 3-8 hops that never comes back to an account it left
+                   (``Max h hops``): a walk that did would carry a cycle
+BIPARTITE          a set A (2-5) pays a set B (2-5): every payer pays every payee once
+STACK              two bipartite layers chained, A -> B then B -> C, each complete
 =================  ============================================================================
 
 Rows of an attempt are strictly increasing in time, spaced minutes to a day apart; amounts
@@ -101,7 +101,7 @@ from ingest.amlworld import (
     write_transactions,
 )
 
-__all__ = ["PROFILES", "Account", "Dataset", "LaunderingProfile", "convert", "generate", "write_dataset"]
+__all__ = ["PROFILES", "Account", "Dataset", "LaunderingProfile", "Planted", "convert", "generate", "write_dataset"]
 
 BITCOIN = "Bitcoin"
 
@@ -152,8 +152,8 @@ MIN_ROWS = {
     "SCATTER-GATHER": 4,
     "CYCLE": 3,
     "RANDOM": 3,
-    "BIPARTITE": 3,
-    "STACK": 6,
+    "BIPARTITE": 4,
+    "STACK": 8,
 }
 LONE_SHARE = 0.15  # of the laundering budget, as transfers in no attempt
 MIN_LONE = 2
@@ -240,20 +240,37 @@ class Dataset:
         """The legitimate high-degree accounts (merchants, payroll processors, exchanges)."""
         return [a.ref for a in self.accounts if a.kind in ("merchant", "payroll", "exchange")]
 
-    def planted(self, start: datetime) -> list[tuple[str, frozenset[str], tuple[str, ...]]]:
+    def planted(self, start: datetime) -> Planted:
         """The answer key's attempts that begin at or after ``start``, as typology scoring takes
-        them: (typology name, event ids, member accounts sorted)."""
+        them: (typology name, event ids, member accounts sorted). Its ``unscored`` lists the
+        attempts that began before ``start`` and go on after it, the same way: a detector looking
+        from ``start`` on sees only part of them (what it finds there is neither right nor wrong;
+        :func:`evidence_graph.evaluation.score_typologies` leaves it out)."""
         from auditflow.typologies import from_amlworld_label
         from ingest.amlworld import format_row, row_key
 
         by_key = {row_key(format_row(e)): e for e in self.events if e.is_laundering}
-        out = []
+        out, before = Planted(), []
         for a in self.attempts:
             evs = [by_key[row_key(r)] for r in a.rows]
+            members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
+            inst = (from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members)
             if evs[0].timestamp >= start:
-                members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
-                out.append((from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members))
+                out.append(inst)
+            elif evs[-1].timestamp >= start:
+                before.append(inst)
+        out.unscored = before
         return out
+
+
+class Planted(list):
+    """Answer-key instances to score (a list), with ``unscored``: those only partly in view."""
+
+    unscored: list[tuple[str, frozenset[str], tuple[str, ...]]]
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.unscored = []
 
 
 def _weighted(pairs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], list[float]]:
@@ -623,30 +640,21 @@ class _Builder:
                 else:
                     k_out -= 1
             return {"k_in": k_in, "k_out": k_out}
-        if typology == "BIPARTITE":
+        if typology == "BIPARTITE":  # complete, as AMLSim/AMLworld plant it: a * b rows
             a, b = rng.randint(2, 5), rng.randint(2, 5)
-            while max(a, b) + 1 > cap and (a > 2 or b > 2):
+            while a * b > cap and (a > 2 or b > 2):
                 a, b = (a - 1, b) if a >= b else (a, b - 1)
-            e = max(max(a, b) + 1, min(rng.randint(max(a, b) + 1, a * b), cap))
-            return {"a": a, "b": b, "e": e}
-        if typology == "STACK":
+            return {"a": a, "b": b, "e": a * b}
+        if typology == "STACK":  # two complete layers: a * b + b * c rows
             a, b, c = rng.randint(2, 4), rng.randint(2, 4), rng.randint(2, 4)
-            while max(a, b) + max(b, c) + 2 > cap and (a > 2 or b > 2 or c > 2):
+            while a * b + b * c > cap and (a > 2 or b > 2 or c > 2):
                 if b > 2 and b >= a and b >= c:
                     b -= 1
                 elif a >= c and a > 2:
                     a -= 1
                 else:
                     c -= 1
-            lo1, lo2 = max(a, b) + 1, max(b, c) + 1
-            e1 = rng.randint(lo1, a * b)
-            e2 = rng.randint(lo2, b * c)
-            while e1 + e2 > cap and (e1 > lo1 or e2 > lo2):
-                if e1 - lo1 >= e2 - lo2:
-                    e1 -= 1
-                else:
-                    e2 -= 1
-            return {"a": a, "b": b, "c": c, "e1": e1, "e2": e2}
+            return {"a": a, "b": b, "c": c, "e1": a * b, "e2": b * c}
         raise ValueError(f"unknown typology {typology!r}")
 
     @staticmethod
@@ -709,15 +717,12 @@ class _Builder:
                 edges.append((i, (i + 1) % h, amount))
                 amount *= self.fee()
             return edges, [h]
-        if typology == "RANDOM":
-            h = p["h"]
-            m = rng.randint(max(3, h - 2), h + 1)
-            prev, cur, amount = -1, 0, base
-            for _ in range(h):  # never straight back to where the money came from
-                nxt = rng.choice([j for j in range(m) if j not in (cur, prev)])
-                edges.append((cur, nxt, amount))
-                prev, cur, amount = cur, nxt, amount * self.fee()
-            return edges, [m]
+        if typology == "RANDOM":  # a walk over h + 1 accounts, none visited twice
+            h, amount = p["h"], base
+            for i in range(h):
+                edges.append((i, i + 1, amount))
+                amount *= self.fee()
+            return edges, [h + 1]
         if typology == "SCATTER-GATHER":
             k = p["k"]  # 0 = source, 1..k intermediates, k + 1 = sink
             parts = self.split(base, k)
