@@ -51,6 +51,8 @@ MIDS = ["M1", "M2", "M3", "M4"]
 SCATTER_CENTS = [62_500_012, 61_234_567, 63_000_000, 62_765_433]
 PLANTED_MEMBERS = {acct(x) for x in ["S", *MIDS, "K"]}
 ALERT_ID = alert_id_for("sg0")
+GATHERERS, SCATTERED = ["U1", "U2", "U3", "U4"], ["V1", "V2", "V3", "V4"]
+ALERT2_ID = alert_id_for("gs4")
 
 
 def planted_events() -> list:
@@ -61,6 +63,10 @@ def planted_events() -> list:
     # K's history before the alert: counterparties only an expansion of K shows (outside the trace)
     ev += [tx("early-p", "P", "K", 10, amount=usd(4_321)), tx("early-q", "K", "Q", 20, amount=usd(1_999)),
            tx("early-p2", "P", "K", 30, amount=usd(100))]
+    # a gather-scatter through H2, alerted on its first scatter transfer: the payers it gathered
+    # from are members the (downstream) trace does not reach
+    ev += [tx(f"gs{i}", u, "H2", 1000 + i, amount=usd(2_500_000 + 37 * i)) for i, u in enumerate(GATHERERS)]
+    ev += [tx(f"gs{4 + i}", "H2", v, 1040 + i, amount=usd(2_450_000 - 11 * i)) for i, v in enumerate(SCATTERED)]
     # a second planted shape elsewhere: nothing of it belongs to the alert's evidence
     ev += fan_out("F", [f"G{i}" for i in range(6)], prefix="fo", start=800)
     # S's everyday payments after the alert: in the trace, in no shape
@@ -94,7 +100,8 @@ def _write_alert(out: Path) -> Alert:
     paths = flow.RunPaths.under(out)
     paths.alerts.parent.mkdir(parents=True, exist_ok=True)
     other = Alert(alert_id_for("fo0"), next(e for e in EVENTS if e.event_id == "fo0"), 0.8, 0.5, "sha256:test", ())
-    paths.alerts.write_text("".join(json.dumps(a.to_dict()) + "\n" for a in (other, alert)))
+    second = Alert(ALERT2_ID, next(e for e in EVENTS if e.event_id == "gs4"), 0.91, 0.5, "sha256:test", ())
+    paths.alerts.write_text("".join(json.dumps(a.to_dict()) + "\n" for a in (other, alert, second)))
     return alert
 
 
@@ -138,6 +145,21 @@ def test_evidence_is_the_reports_trace_and_findings(api) -> None:
         assert (e["units"], e["scale"], e["currency"]) == (str(m.units), m.scale, m.currency)
         assert e["timestamp"] == ts_to_wire(by_id[eid].timestamp)
     assert ev["omitted"] == {"nodes": 0, "edges": 0}
+
+
+def test_evidence_brings_the_members_the_trace_did_not_reach(api) -> None:
+    client, _, _ = api
+    ev = client.get("/evidence", params={"alert_id": ALERT2_ID}, headers=auth()).json()
+    (finding,) = ev["typologies"]
+    assert finding["typology"] == "gather-scatter"
+    assert set(finding["accounts"]) == {acct(x) for x in ["H2", *GATHERERS, *SCATTERED]}
+    nodes = {n["id"]: n for n in ev["nodes"]}
+    assert set(nodes) == {acct(x) for x in ["H2", *GATHERERS, *SCATTERED]}
+    assert {i for i, n in nodes.items() if n["hop"] is None} == {acct(u) for u in GATHERERS}  # upstream
+    edges = {e["event_id"]: e for e in ev["edges"]}
+    assert set(edges) == {f"gs{i}" for i in range(8)}
+    assert [edges[f"gs{i}"]["hop"] for i in range(8)] == [None] * 4 + [1] * 4
+    assert [edges[f"gs{i}"]["units"] for i in range(4)] == [str(2_500_000 + 37 * i) for i in range(4)]
 
 
 def test_evidence_is_authenticated_capped_and_validated(tmp_path) -> None:
@@ -317,6 +339,24 @@ def test_the_page_shows_the_root_and_the_typology_members(server, browser, tmp_p
     assert not [m for m in browser.get_log("browser") if m["level"] == "SEVERE"]
     shot = tmp_path_factory.getbasetemp() / "web_view.png"
     browser.save_screenshot(str(shot))  # for a person to look at; left in pytest's temp folder
+
+
+def test_members_the_trace_did_not_reach_stand_before_the_root(server, browser) -> None:
+    _open(browser, f"{server['base']}/view/#alert={ALERT2_ID}&token={TOKEN}")
+    _wait(browser, "return window.auditflowView && window.auditflowView.state.evidence !== null", "alert 2")
+    nodes = {n["id"]: n for n in browser.execute_script(NODES_JS)}
+    members = {acct(x) for x in ["H2", *GATHERERS, *SCATTERED]}
+    assert set(nodes) == members and {i for i, n in nodes.items() if n["typology"]} == members
+    assert [i for i, n in nodes.items() if n["root"]] == [acct("H2")]
+    gatherers = {round(nodes[acct(u)]["x"]) for u in GATHERERS}
+    assert len(gatherers) == 1 and gatherers.pop() < round(nodes[acct("H2")]["x"]) < round(nodes[acct("V1")]["x"])
+    edges = {e["event_id"]: e for e in browser.execute_script(EDGES_JS)}
+    by_id = {e.event_id: e for e in EVENTS}
+    assert set(edges) == {f"gs{i}" for i in range(8)} and all(e["typology"] for e in edges.values())
+    for eid, e in edges.items():
+        ev = by_id[eid]
+        assert e["label"] == f"{expected_label(ev.amount_paid)} · {ts_to_wire(ev.timestamp).replace('T', ' ')}"
+    assert edges["gs1"]["label"].startswith("USD 25,000.37 · ")
 
 
 def _click_node(browser, node_id: str) -> None:

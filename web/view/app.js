@@ -116,7 +116,6 @@
     container: $("cy"),
     elements: [],
     layout: { name: "preset" },
-    wheelSensitivity: 0.3,
     minZoom: 0.1,
     maxZoom: 3,
     style: [
@@ -161,6 +160,12 @@
       nodes.sort((a, b) => (a.id() < b.id() ? -1 : a.id() > b.id() ? 1 : 0));
       nodes.forEach((n, i) => n.position({ x: (c + 1) * COLUMN_W, y: (i - (nodes.length - 1) / 2) * ROW_H }));
     }
+  }
+
+  /** The whole graph in view, but a small one not blown up past readable size. */
+  function fit() {
+    cy.fit(undefined, 40);
+    if (cy.zoom() > 1.3) { cy.zoom(1.3); cy.center(); }
   }
 
   /** Edges between two accounts of one column bow out of it instead of running along it. */
@@ -208,7 +213,7 @@
     cy.add(elements);
     markSameColumn();
     placeColumns();
-    cy.fit(undefined, 40);
+    fit();
     renderSummary(ev);
   }
 
@@ -234,6 +239,8 @@
       ["window", timeText(ev.trace.window_start) + " – " + timeText(ev.trace.window_end)],
       ["shown", ev.nodes.length + " accounts, " + ev.edges.length + " transfers"],
     ];
+    const unreached = ev.nodes.filter((n) => n.hop === null).length;
+    if (unreached) rows.push(["left of the root", unreached + " typology members the trace did not reach"]);
     if (ev.omitted.nodes || ev.omitted.edges) rows.push(["left out", ev.omitted.nodes + " accounts, " + ev.omitted.edges + " transfers (result cap)"]);
     if (ev.trace.truncated) rows.push(["trace cut", ev.trace.cuts.map((c) => "hop " + c[0] + " " + (c[1] || "") + ": " + c[2] + " (" + c[3] + ")").join("; ")]);
     if (ev.trace.hubs.length) rows.push(["hubs (not expanded)", ev.trace.hubs.join(", ")]);
@@ -309,7 +316,7 @@
     cy.add(added);
     markSameColumn();
     placeColumns();
-    cy.fit(undefined, 40);
+    fit();
     showDetails(node, page);
     setStatus("expanded " + id + ": " + page.items.length + " counterparties" + (page.truncated ? " (cut at the cap)" : ""));
   }
@@ -332,7 +339,7 @@
     if (!page) return;
     const t = document.createElement("table");
     const head = document.createElement("tr");
-    for (const k of ["counterparty", "sent", "received", "first – last"]) {
+    for (const k of ["counterparty (first – last)", "sent", "received"]) {
       const th = document.createElement("th");
       th.textContent = k;
       head.append(th);
@@ -340,10 +347,14 @@
     t.append(head);
     for (const r of page.items) {
       const tr = document.createElement("tr");
-      tr.append(cell(r.counterparty),
-        cell(r.sent + "× " + formatUnits(r.sent_usd_cents, 2), "num"),
-        cell(r.received + "× " + formatUnits(r.received_usd_cents, 2), "num"),
-        cell(timeText(r.first) + " – " + timeText(r.last)));
+      const who = cell(r.counterparty);
+      const when = document.createElement("div");
+      when.className = "hint";
+      when.textContent = timeText(r.first) + (r.first !== r.last ? " – " + timeText(r.last) : "");
+      who.append(when);
+      tr.append(who,
+        cell(r.sent ? r.sent + "× " + formatUnits(r.sent_usd_cents, 2) : "–", "num"),
+        cell(r.received ? r.received + "× " + formatUnits(r.received_usd_cents, 2) : "–", "num"));
       t.append(tr);
     }
     d.append(t);
