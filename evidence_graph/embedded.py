@@ -1,4 +1,11 @@
-"""The embedded backend: a networkx ``MultiDiGraph`` in memory, optionally backed by a file.
+"""The embedded backend: the graph in memory, optionally backed by a file.
+
+In memory, each account keeps its outgoing and its incoming edges in cap order with their times
+in integer microseconds beside them (kept sorted as edges arrive: an append when they come in
+time order), so one frontier account's window is two bisections and a slice; every edge carries
+its time and amounts as integers (:class:`~evidence_graph.store.GraphEdge`), computed once when
+it is loaded. A networkx ``MultiDiGraph`` view (:attr:`NetworkxGraphStore.graph`) is built only
+when asked for: keeping one per edge cost memory and load time and no query read it.
 
 With a ``path`` the store is the file: an append-only JSON-lines log, one
 :meth:`TransactionEvent.to_json` per line. Opening loads it; :meth:`NetworkxGraphStore.flush`
@@ -46,7 +53,6 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +63,18 @@ from evidence_graph.store import (
     Direction,
     Expansion,
     GraphEdge,
+    GraphQueryTimeout,
     GraphStore,
+    MicrosExpansion,
+    check_direction,
+    check_limit,
+    to_micros,
 )
 
 DEFAULT_FLUSH_EVERY = 10_000
 _HEAD_BYTES = 256
 _TAIL_CHUNK = 1 << 16
+_NONE: tuple[list[int], list[GraphEdge]] = ([], [])  # a node without edges (never written to)
 
 _log = logging.getLogger(__name__)
 
@@ -96,10 +108,15 @@ class NetworkxGraphStore(GraphStore):
     # -- state ---------------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self._graph = nx.MultiDiGraph()
+        self._graph: nx.MultiDiGraph | None = None  # built on first use of .graph
+        self._nodes: dict[str, None] = {}  # every account an edge touches, in arrival order
         self._edges: dict[str, GraphEdge] = {}
-        # (node, direction) -> (edges in cap order, their timestamps); dropped when a node changes
-        self._sorted: dict[tuple[str, str], tuple[list[GraphEdge], list[datetime]]] = {}
+        # node -> (edge times in microseconds, edges), both in cap order, kept sorted as edges
+        # arrive (an append when they come in time order); "both" is merged from the two on
+        # first use and dropped when a node changes
+        self._out: dict[str, tuple[list[int], list[GraphEdge]]] = {}
+        self._in: dict[str, tuple[list[int], list[GraphEdge]]] = {}
+        self._both: dict[str, tuple[list[int], list[GraphEdge]]] = {}
         self._offset = 0  # bytes of the file already loaded
         self._lines = 0  # lines of the file already loaded
         self._file_id: tuple[int, int] | None = None
@@ -107,17 +124,45 @@ class NetworkxGraphStore(GraphStore):
 
     @property
     def graph(self) -> nx.MultiDiGraph:
-        """The underlying graph (edge key = event id, attribute ``edge`` = :class:`GraphEdge`).
-        Read it, don't write it: writes go through :meth:`add_transactions`."""
+        """The graph as a networkx ``MultiDiGraph`` (edge key = event id, attribute ``edge`` =
+        :class:`GraphEdge`), built on first use and kept up to date after. Read it, don't write
+        it: writes go through :meth:`add_transactions`. Queries never use it (see the module
+        docstring)."""
+        if self._graph is None:
+            g = nx.MultiDiGraph()
+            g.add_nodes_from(self._nodes)
+            for e in self._edges.values():
+                g.add_edge(e.src, e.dst, key=e.event_id, edge=e)
+            self._graph = g
         return self._graph
 
     def _insert(self, edge: GraphEdge) -> bool:
         if edge.event_id in self._edges:
             return False
         self._edges[edge.event_id] = edge
-        self._graph.add_edge(edge.src, edge.dst, key=edge.event_id, edge=edge)
-        for key in ((edge.src, "out"), (edge.src, "both"), (edge.dst, "in"), (edge.dst, "both")):
-            self._sorted.pop(key, None)
+        self._nodes[edge.src] = None
+        self._nodes[edge.dst] = None
+        if self._graph is not None:
+            self._graph.add_edge(edge.src, edge.dst, key=edge.event_id, edge=edge)
+        t = edge.micros
+        eid = edge.event_id
+        for node, index in ((edge.src, self._out), (edge.dst, self._in)):
+            entry = index.get(node)
+            if entry is None:
+                index[node] = ([t], [edge])
+                continue
+            stamps, edges = entry
+            if t > stamps[-1] or (t == stamps[-1] and eid > edges[-1].event_id):
+                stamps.append(t)
+                edges.append(edge)
+                continue
+            i = bisect_right(stamps, t)
+            while i > 0 and stamps[i - 1] == t and edges[i - 1].event_id > eid:
+                i -= 1
+            stamps.insert(i, t)
+            edges.insert(i, edge)
+        self._both.pop(edge.src, None)
+        self._both.pop(edge.dst, None)
         return True
 
     # -- GraphStore ----------------------------------------------------------------------------
@@ -136,36 +181,36 @@ class NetworkxGraphStore(GraphStore):
         return added
 
     def node_count(self) -> int:
-        return self._graph.number_of_nodes()
+        return len(self._nodes)
 
     def edge_count(self) -> int:
         return len(self._edges)
 
     def has_node(self, node_id: str) -> bool:
-        return self._graph.has_node(node_id)
+        return node_id in self._nodes
 
     def edges(self) -> Iterator[GraphEdge]:
         """Every stored edge, in event-id order."""
         for eid in sorted(self._edges):
             yield self._edges[eid]
 
-    def _incident(self, node: str, direction: str) -> tuple[list[GraphEdge], list[datetime]]:
-        key = (node, direction)
-        cached = self._sorted.get(key)
+    def _incident(self, node: str, direction: str) -> tuple[list[int], list[GraphEdge]]:
+        """``node``'s edges in ``direction`` in cap order, with their times in microseconds."""
+        if direction == "out":
+            return self._out.get(node, _NONE)
+        if direction == "in":
+            return self._in.get(node, _NONE)
+        cached = self._both.get(node)
         if cached is not None:
             return cached
-        g = self._graph
-        edges: dict[str, GraphEdge] = {}
-        if g.has_node(node):
-            if direction in ("out", "both"):
-                for _, _, e in g.out_edges(node, data="edge"):
-                    edges[e.event_id] = e
-            if direction in ("in", "both"):
-                for _, _, e in g.in_edges(node, data="edge"):
-                    edges[e.event_id] = e  # a self-loop is listed once
-        ordered = sorted(edges.values(), key=lambda e: e.cap_key)
-        cached = (ordered, [e.timestamp for e in ordered])
-        self._sorted[key] = cached
+        merged: dict[str, GraphEdge] = {}
+        for index in (self._out, self._in):
+            for e in index.get(node, _NONE)[1]:
+                merged[e.event_id] = e  # a self-loop is listed once
+        ordered = sorted(merged.values(), key=lambda e: (e.micros, e.event_id))
+        cached = ([e.micros for e in ordered], ordered)
+        if ordered:
+            self._both[node] = cached
         return cached
 
     def _expand(
@@ -175,13 +220,42 @@ class NetworkxGraphStore(GraphStore):
         limit: int | None,
         timeout: float | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        return self._expand_micros(
+            [(n, None if lo is None else to_micros(lo), None if hi is None else to_micros(hi))
+             for n, lo, hi in requests],
+            direction, limit,
+        )
+
+    def expand_micros(
+        self,
+        requests: Sequence[MicrosExpansion],
+        direction: Direction = "out",
+        limit: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        if type(self)._expand is not NetworkxGraphStore._expand:  # a subclass sees every query
+            return super().expand_micros(requests, direction, limit, timeout=timeout)
+        check_direction(direction)
+        check_limit(limit)
+        if timeout is not None and not timeout > 0:
+            raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
+        return self._expand_micros(requests, direction, limit)
+
+    def _expand_micros(
+        self, requests: Sequence[MicrosExpansion], direction: str, limit: int | None
+    ) -> dict[str, tuple[GraphEdge, ...]]:
         out: dict[str, tuple[GraphEdge, ...]] = {}  # in memory: nothing to time out
-        for node, start, end in requests:
-            edges, stamps = self._incident(node, direction)
-            lo = 0 if start is None else bisect_left(stamps, start)
-            hi = len(stamps) if end is None else bisect_right(stamps, end)
-            if limit is not None:
-                hi = min(hi, lo + limit)
+        index = self._out if direction == "out" else self._in if direction == "in" else None
+        for node, lo_t, hi_t in requests:
+            if index is not None:
+                stamps, edges = index.get(node, _NONE)
+            else:
+                stamps, edges = self._incident(node, direction)
+            lo = 0 if lo_t is None else bisect_left(stamps, lo_t)
+            hi = len(stamps) if hi_t is None else bisect_right(stamps, hi_t)
+            if limit is not None and hi > lo + limit:
+                hi = lo + limit
             out[node] = tuple(edges[lo:hi])
         return out
 

@@ -58,6 +58,7 @@ Self-transfers move no money between accounts and are never followed.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,14 +72,24 @@ from auditflow.limits import (
     DEFAULT_TRACE_MAX_SECONDS,
     MAX_TRACE_HOPS,
 )
-from auditflow.money import Money, usd_cents
+from auditflow.money import Money
 from auditflow.records import TraceCut
-from evidence_graph.store import Expansion, GraphEdge, GraphQueryTimeout, GraphStore, check_window
+from evidence_graph.store import (
+    MICROS_PER_MINUTE,
+    GraphEdge,
+    GraphQueryTimeout,
+    GraphStore,
+    MicrosExpansion,
+    cents_of,
+    check_window,
+    to_micros,
+)
 
 __all__ = ["Budget", "MoneyFlow", "Reached", "follow_money"]
 
 FLOW_DIRECTIONS = ("out", "in")
 _UNSEEN = object()
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _positive_int(name: str, value: object) -> None:
@@ -139,16 +150,20 @@ class _Visit:
     """One account to expand at the next hop, with the time and amount that reached it."""
 
     node: str
-    at: datetime | None
+    at: int | None  # its time, in microseconds since 1970 (store.to_micros); None: unbounded
     path: tuple[GraphEdge, ...]
     arrived: int | None  # US cents that reached it at this hop (None: no amount limit)
 
 
-def _relevance(e: GraphEdge, ref: datetime, downstream: bool) -> tuple[float, int, str]:
-    """Sort key, most relevant first: amount discounted by the hours after (before) ``ref``."""
-    minutes = (e.timestamp - ref) / timedelta(minutes=1)
-    minutes = minutes if downstream else -minutes
-    return (-usd_cents(e.amount_paid) / (1.0 + minutes / 60.0), int(minutes), e.event_id)
+def _rank_key(e: GraphEdge, ref: int, downstream: bool) -> tuple[float, int, str]:
+    """Sort key, most relevant first: the amount in US cents discounted by the hours after
+    (upstream: before) ``ref`` (microseconds); ties: the closer transfer, then the event id."""
+    # the same float operations as ``(e.timestamp - ref) / timedelta(minutes=1)``: an exact
+    # integer count of microseconds divided by 60e6
+    minutes = (e.micros - ref) / MICROS_PER_MINUTE
+    if not downstream:
+        minutes = -minutes
+    return (-e.paid_cents / (1.0 + minutes / 60.0), int(minutes), e.event_id)
 
 
 def follow_money(
@@ -188,83 +203,110 @@ def follow_money(
         raise ValueError(f"min_share={min_share!r}: expected a share in (0, 1] or None")
     check_window(start, end)
 
+    # Everything below compares integers: times in microseconds since 1970 (exactly the
+    # datetimes' order), amounts in US cents (exactly usd_cents), each computed once per edge.
     downstream = direction == "out"
     deadline = None if budget.max_seconds is None else clock() + budget.max_seconds
     root_time = start if downstream else end
-    best: dict[str, datetime | None] = {root: root_time}  # None: the root, unbounded
+    start_t = None if start is None else to_micros(start)
+    end_t = None if end is None else to_micros(end)
+    horizon = None if hop_horizon is None else hop_horizon // _MICROSECOND
+    root_t = start_t if downstream else end_t
+    best: dict[str, int | None] = {root: root_t}  # None: the root, unbounded
     nodes: dict[str, Reached] = {root: Reached(root, 0, (), (), root_time)}
     edges: dict[str, tuple[GraphEdge, int]] = {}
     hubs: dict[str, None] = {}
     cuts: list[TraceCut] = []
     limit = None if hub_degree is None else hub_degree + 1
-    frontier = [_Visit(root, root_time, (), None if root_amount is None else usd_cents(root_amount))]
+    frontier = [_Visit(root, root_t, (), None if root_amount is None else cents_of(root_amount))]
     stopped = False
+    max_edges, max_nodes = budget.max_edges, budget.max_nodes
+    by_amount = amount_tolerance is not None or min_share is not None
 
     for hop in range(1, max_hops + 1):
         if not frontier or stopped:
             break
-        requests: list[Expansion] = []
+        requests: list[MicrosExpansion] = []
         for v in frontier:
             at = None if hop == 1 and not horizon_from_root else v.at
-            lo, hi = _window(at, start, end, hop_horizon, downstream)
+            if downstream:
+                lo = at if at is not None else start_t
+                hi = end_t if at is None or horizon is None else at + horizon
+                if end_t is not None and hi is not None and hi > end_t:
+                    hi = end_t
+            else:
+                hi = at if at is not None else end_t
+                lo = start_t if at is None or horizon is None else at - horizon
+                if start_t is not None and lo is not None and lo < start_t:
+                    lo = start_t
             requests.append((v.node, lo, hi))
         remaining = None if deadline is None else deadline - clock()
         try:
-            batch = store.expand(requests, direction, limit, timeout=remaining)
+            batch = store.expand_micros(requests, direction, limit, timeout=remaining)
         except GraphQueryTimeout:
             cuts.append(TraceCut(hop, "", "time budget", len(frontier)))
             break
         reached: dict[str, _Visit] = {}  # accounts to expand at the next hop, discovery order
         new_dropped = 0
         for v in frontier:
-            cand = [e for e in batch.get(v.node, ()) if e.src != e.dst]
-            if hub_degree is not None and len(batch.get(v.node, ())) > hub_degree:
+            got = batch.get(v.node, ())
+            if not got:
+                continue
+            cand = [e for e in got if e.src != e.dst]
+            if hub_degree is not None and len(got) > hub_degree:
                 hubs.setdefault(v.node)
+                cuts.append(TraceCut(hop, v.node, "hub", len(got)))
                 if v.node != root:
-                    cuts.append(TraceCut(hop, v.node, "hub", len(batch[v.node])))
                     continue
-                cuts.append(TraceCut(hop, v.node, "hub", len(batch[v.node])))
                 cand = cand[:hub_degree]
-            if v.arrived is not None and (amount_tolerance is not None or min_share is not None):
+            if v.arrived is not None and by_amount:
                 n = len(cand)
                 if min_share is not None:  # only transfers carrying the bulk of the money on
-                    side = (lambda e: e.amount_paid) if downstream else (lambda e: e.amount_received)
-                    cand = [e for e in cand if usd_cents(side(e)) >= min_share * v.arrived]
+                    floor = min_share * v.arrived
+                    cand = [e for e in cand if (e.paid_cents if downstream else e.received_cents) >= floor]
                 if amount_tolerance is not None:
                     cand, _ = _fund(cand, v.arrived, amount_tolerance, downstream)
                 if len(cand) < n:
                     cuts.append(TraceCut(hop, v.node, "amount", n - len(cand)))
             if not cand:
                 continue
-            ref = v.at if v.at is not None else (cand[0].timestamp if downstream else cand[-1].timestamp)
-            cand.sort(key=lambda e: _relevance(e, ref, downstream))
-            if len(cand) > fanout_cap:
-                cuts.append(TraceCut(hop, v.node, "fan-out cap", len(cand) - fanout_cap))
-                cand = cand[:fanout_cap]
+            ref = v.at if v.at is not None else (cand[0].micros if downstream else cand[-1].micros)
+            n = len(cand)
+            if n > 1:
+                cand = _most_relevant(cand, ref, downstream, fanout_cap)
+            if n > fanout_cap:
+                cuts.append(TraceCut(hop, v.node, "fan-out cap", n - fanout_cap))
             for i, e in enumerate(cand):
                 w = e.dst if downstream else e.src
-                if e.event_id not in edges and len(edges) >= budget.max_edges:
+                eid = e.event_id
+                if eid not in edges and len(edges) >= max_edges:
                     cuts.append(TraceCut(hop, v.node, "edge budget", len(cand) - i))
                     stopped = True
                     break
-                t = e.timestamp
-                if w not in nodes:
-                    if len(nodes) >= budget.max_nodes:
+                t = e.micros
+                r = nodes.get(w)
+                if r is None:
+                    if len(nodes) >= max_nodes:
                         new_dropped += 1
                         continue
-                    nodes[w] = Reached(w, hop, (v.node,), _extend(v.path, e, downstream), t)
-                elif nodes[w].hop_depth == hop:
-                    nodes[w] = _add_upstream(nodes[w], v.node)
-                edges.setdefault(e.event_id, (e, hop))
+                    nodes[w] = Reached(w, hop, (v.node,), (), None)  # path and time set below
+                elif r.hop_depth == hop:
+                    nodes[w] = _add_upstream(r, v.node)
+                if eid not in edges:
+                    edges[eid] = (e, hop)
                 prev = best.get(w, _UNSEEN)
                 if prev is not _UNSEEN and (prev is None or (t >= prev if downstream else t <= prev)):
                     continue  # no earlier (upstream: later) than before: nothing new to follow
-                amount = usd_cents(e.amount_received if downstream else e.amount_paid)
                 nxt = reached.get(w)
                 if nxt is None or (t < nxt.at if downstream else t > nxt.at):  # type: ignore[operator]
-                    reached[w] = _Visit(w, t, _extend(v.path, e, downstream), amount)
+                    amount = e.received_cents if downstream else e.paid_cents
+                    path = v.path + (e,) if downstream else (e,) + v.path
+                    if nxt is None:
+                        reached[w] = _Visit(w, t, path, amount)
+                    else:
+                        nxt.at, nxt.path, nxt.arrived = t, path, amount
                 elif t == nxt.at and nxt.arrived is not None:
-                    nxt.arrived += amount  # more money at the same time: more to pass on
+                    nxt.arrived += e.received_cents if downstream else e.paid_cents  # more money at the same time
             if stopped:
                 break
         if new_dropped:
@@ -273,7 +315,8 @@ def follow_money(
             best[w] = visit.at
             r = nodes[w]
             if r.hop_depth == hop:  # first reached now: explained by its earliest (latest) path
-                nodes[w] = Reached(w, hop, r.upstream_ids, visit.path, visit.at)
+                e = visit.path[-1] if downstream else visit.path[0]
+                nodes[w] = Reached(w, hop, r.upstream_ids, visit.path, e.timestamp)
         frontier = list(reached.values())
         if stop_at is not None and stop_at in nodes:
             break
@@ -284,36 +327,29 @@ def follow_money(
     return MoneyFlow(root, direction, nodes, edges, tuple(hubs), tuple(cuts))
 
 
-def _extend(path: tuple[GraphEdge, ...], e: GraphEdge, downstream: bool) -> tuple[GraphEdge, ...]:
-    """The path one transfer longer, kept in time order (upstream: the new one goes first)."""
-    return path + (e,) if downstream else (e,) + path
+def _most_relevant(cand: list[GraphEdge], ref: int, downstream: bool, cap: int) -> list[GraphEdge]:
+    """The ``cap`` most relevant of ``cand``, most relevant first (:func:`_rank_key`, written out
+    here; keys are distinct: they end with the event id). A partial sort (``heapq.nsmallest``)
+    where most are cut; below that a full sort of the keys is cheaper."""
+    per_minute = MICROS_PER_MINUTE
+    if downstream:
+        keyed = [((-e.paid_cents / (1.0 + (m := (e.micros - ref) / per_minute) / 60.0), int(m), e.event_id), e)
+                 for e in cand]
+    else:
+        keyed = [((-e.paid_cents / (1.0 + (m := -((e.micros - ref) / per_minute)) / 60.0), int(m), e.event_id), e)
+                 for e in cand]
+    if len(keyed) > 4 * cap:
+        keyed = heapq.nsmallest(cap, keyed)
+    else:
+        keyed.sort()
+        del keyed[cap:]
+    return [e for _, e in keyed]
 
 
 def _add_upstream(r: Reached, node: str) -> Reached:
     if node in r.upstream_ids:
         return r
     return Reached(r.node_id, r.hop_depth, tuple(sorted((*r.upstream_ids, node))), r.path, r.at)
-
-
-def _window(
-    at: datetime | None,
-    start: datetime | None,
-    end: datetime | None,
-    horizon: timedelta | None,
-    downstream: bool,
-) -> tuple[datetime | None, datetime | None]:
-    """The time window an account reached at ``at`` is expanded over (inside [start, end])."""
-    if downstream:
-        lo = at if at is not None else start
-        hi = end if at is None or horizon is None else at + horizon
-        if end is not None and hi is not None and hi > end:
-            hi = end
-    else:
-        hi = at if at is not None else end
-        lo = start if at is None or horizon is None else at - horizon
-        if start is not None and lo is not None and lo < start:
-            lo = start
-    return lo, hi
 
 
 def _fund(
@@ -325,7 +361,7 @@ def _fund(
     order = cand if downstream else list(reversed(cand))
     kept, total = [], 0
     for e in order:
-        amount = usd_cents(e.amount_paid if downstream else e.amount_received)
+        amount = e.paid_cents if downstream else e.received_cents
         if total + amount <= allowed:
             kept.append(e)
             total += amount

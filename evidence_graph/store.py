@@ -33,16 +33,56 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Literal, Self
 
-from auditflow.money import Money
-from auditflow.records import AccountRef, TraceEdge, TransactionEvent
+from auditflow.money import CURRENCIES, USD_RATES, Money
+from auditflow.records import EPOCH, AccountRef, TraceEdge, TransactionEvent
 
 Direction = Literal["out", "in", "both"]
 DIRECTIONS: tuple[str, ...] = ("out", "in", "both")
+
+_MICROSECOND = timedelta(microseconds=1)
+#: Microseconds per minute (edge times have minute resolution on every backend).
+MICROS_PER_MINUTE = 60_000_000
+
+
+def to_micros(ts: datetime) -> int:
+    """``ts`` as integer microseconds since 1970-01-01 (exact: a datetime's own resolution), so
+    windows and time order are integer comparisons that agree with comparing the datetimes."""
+    return (ts - EPOCH) // _MICROSECOND
+
+
+def _cent_factors() -> dict[str, tuple[int, int]]:
+    """Per currency, ``(numerator, denominator)`` with cents = units * numerator / denominator
+    exactly (the reference rate times 100 over the currency's scale)."""
+    out = {}
+    for currency, (_, scale) in CURRENCIES.items():
+        sign, digits, exp = (USD_RATES[currency] * 100).as_tuple()
+        num = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+        den = 10**scale
+        if isinstance(exp, int) and exp >= 0:
+            num *= 10**exp
+        else:
+            den *= 10 ** (-int(exp))
+        out[currency] = (num, den)
+    return out
+
+
+_CENT_FACTORS = _cent_factors()
+
+
+def cents_of(m: Money) -> int:
+    """:func:`auditflow.money.usd_cents` in integer arithmetic (no Decimal): the exact rational
+    value rounded half to even, as ``usd_cents`` rounds its exact decimal product."""
+    num, den = _CENT_FACTORS[m.currency]
+    q, r = divmod(m.units * num, den)
+    twice = 2 * r
+    if twice > den or (twice == den and q & 1):
+        q += 1
+    return q
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +97,19 @@ class GraphEdge:
     timestamp: datetime
     payment_format: str
     is_laundering: bool
+    #: integer forms the searches compare and rank by, computed once when the edge is made (not
+    #: part of the value: equality, hashing and repr ignore them): :attr:`timestamp` in
+    #: microseconds since 1970-01-01 (:func:`to_micros`), the amounts in US cents (exactly
+    #: :func:`auditflow.money.usd_cents`)
+    micros: int = field(init=False, repr=False, compare=False)
+    paid_cents: int = field(init=False, repr=False, compare=False)
+    received_cents: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "micros", (self.timestamp - EPOCH) // _MICROSECOND)
+        setattr_(self, "paid_cents", cents_of(self.amount_paid))
+        setattr_(self, "received_cents", cents_of(self.amount_received))
 
     @classmethod
     def from_event(cls, ev: TransactionEvent) -> GraphEdge:
@@ -103,6 +156,8 @@ class GraphEdge:
 
 #: One account of a frontier and its own time window (``None``: unbounded on that side).
 Expansion = tuple[str, "datetime | None", "datetime | None"]
+#: The same with the window in integer microseconds since 1970-01-01 (:func:`to_micros`).
+MicrosExpansion = tuple[str, "int | None", "int | None"]
 
 
 class GraphQueryTimeout(TimeoutError):
@@ -187,6 +242,29 @@ class GraphStore(ABC):
         if timeout is not None and not timeout > 0:
             raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
         return self._expand(requests, direction, limit, timeout)
+
+    def expand_micros(
+        self,
+        requests: Sequence[MicrosExpansion],
+        direction: Direction = "out",
+        limit: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        """:meth:`expand` with each window in integer microseconds since 1970-01-01
+        (:func:`to_micros`; ``None``: unbounded), the form the searches of
+        :mod:`evidence_graph.follow` compute windows in. The caller guarantees distinct nodes and
+        ``lo <= hi``. Backends override it to skip the datetime round trip; this default converts
+        and asks :meth:`_expand`, so both forms give the same answer."""
+        check_direction(direction)
+        check_limit(limit)
+        if timeout is not None and not timeout > 0:
+            raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
+        return self._expand(
+            [(n, None if lo is None else EPOCH + lo * _MICROSECOND, None if hi is None else EPOCH + hi * _MICROSECOND)
+             for n, lo, hi in requests],
+            direction, limit, timeout,
+        )
 
     @abstractmethod
     def _expand(
