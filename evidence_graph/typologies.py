@@ -98,6 +98,11 @@ MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 10
 MIN_CHAIN_HOPS = 3
 MAX_MIDS = 16
 MAX_SIDE = 10
+#: A many-to-many layer has at least five accounts (one side of three or more): two accounts
+#: paying the same two (a square) is the one dense shape that chance builds every day among
+#: accounts with popular payees; three payers of the same two payees (or the reverse) already
+#: needs six one-off transfers to line up.
+MIN_LAYER_ACCOUNTS = 5
 #: Transfers followed per account and hop by the cycle and chain searches.
 PATH_FANOUT = 25
 PATH_BUDGET = Budget(max_nodes=400, max_edges=1500, max_seconds=None)
@@ -404,9 +409,10 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     the chance of both bursts at most CHANCE). The largest such shape (the most transfers)."""
     if view.is_hub(hub):
         return None
-    gathers = [g for g in _runs(view.one_off([hub], "in")[hub], HOP_HORIZON)
+    # each side a fan: a burst (BURST_GAP) of comparable transfers
+    gathers = [g for g in _runs(view.one_off([hub], "in")[hub], BURST_GAP)
                if 2 <= len({e.src for e in g}) and len(g) <= MAX_MIDS]
-    scatters = [x for x in _runs(view.one_off([hub], "out")[hub], HOP_HORIZON)
+    scatters = [x for x in _runs(view.one_off([hub], "out")[hub], BURST_GAP)
                 if 2 <= len({e.dst for e in x}) and len(x) <= MAX_MIDS]
     best: tuple[int, list[GraphEdge], list[GraphEdge]] | None = None
     for g in gathers:
@@ -425,9 +431,9 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
                 if total + _cents(e) <= got * (1 + AMOUNT_TOLERANCE):
                     kept.append(e)
                     total += _cents(e)
-            ins = list(g)
-            while ins and ins[-1].timestamp > kept[-1].timestamp if kept else False:
-                ins.pop()  # gathered after the last payment out: not what was scattered
+            if not kept:
+                continue
+            ins = [e for e in g if e.timestamp <= kept[-1].timestamp]  # gathered after: not scattered
             if (len({e.dst for e in kept}) < 2 or len({e.src for e in ins}) < 2
                     or not _passes_on(sum(_cents(e) for e in ins), total) or not _cash_flow(ins, kept)
                     or not _burst([*ins, *kept], HOP_HORIZON)):
@@ -451,39 +457,74 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
 
 
 def _core(view: _View, v: str, side: str) -> tuple[list[str], list[str], list[GraphEdge]] | None:
-    """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: the accounts of each
-    side dealing one-off with at least two of the other, all within LAYER_SPAN."""
+    """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: one-off transfers of
+    comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most HOP_HORIZON
+    apart), every account of each side dealing with at least two of the other (the 2-core),
+    2 to MAX_SIDE accounts a side, MIN_LAYER_ACCOUNTS in all. Of the bands of ``v``'s own
+    transfers, the layer with the most transfers (ties: the lower band)."""
     fwd, back = ("out", "in") if side == "left" else ("in", "out")
+
     def far_of(e: GraphEdge, d: str) -> str:
         return e.dst if d == "out" else e.src
-    near_edges = view.one_off([v], fwd)[v]
-    far = {far_of(e, fwd) for e in near_edges}
-    if len(far) < 2:
+
+    def near_of(e: GraphEdge) -> str:
+        return e.src if fwd == "out" else e.dst
+
+    mine = view.one_off([v], fwd)[v]
+    if len(mine) < 2:
         return None
-    back_of = view.one_off(sorted(far), back)
-    count: dict[str, int] = {}
-    for b in far:
-        for e in back_of[b]:
-            u = far_of(e, back)
-            count[u] = count.get(u, 0) + 1
-    near = {v} | {u for u, c in count.items() if c >= 2 and u not in far}
-    fwd_of = view.one_off(sorted(near), fwd)
-    edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far]
-    for _ in range(MAX_SIDE):  # prune to the core: two or more transfers within it on each side
-        deg_near = {a: sum(1 for e in edges if (e.src if fwd == "out" else e.dst) == a) for a in near}
-        deg_far = {b: sum(1 for e in edges if far_of(e, fwd) == b) for b in far}
-        keep_near = {a for a, d in deg_near.items() if d >= 2}
-        keep_far = {b for b, d in deg_far.items() if d >= 2}
-        if keep_near == near and keep_far == far:
-            break
-        near, far = keep_near, keep_far
-        edges = [e for e in edges if (e.src if fwd == "out" else e.dst) in near and far_of(e, fwd) in far]
-    if v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far:
-        return None
-    if not _burst(edges, HOP_HORIZON) or not _comparable(_cents(e) for e in edges):
-        return None
-    left, right = (near, far) if side == "left" else (far, near)
-    return sorted(left), sorted(right), sorted(edges, key=lambda e: e.cap_key)
+    # candidate bands: any that holds one of v's transfers, from the amounts around
+    around = [e for b in view.one_off(sorted({far_of(e, fwd) for e in mine}), back).values() for e in b]
+    lows = {_cents(e) for e in (*mine, *around)
+            if min(map(_cents, mine)) <= SPLIT_RATIO * _cents(e) and _cents(e) <= max(map(_cents, mine))}
+    best: tuple[list[str], list[str], list[GraphEdge]] | None = None
+    for low in sorted(lows):
+        def band(e: GraphEdge) -> bool:
+            return low <= _cents(e) <= SPLIT_RATIO * max(1, low)
+        far = {far_of(e, fwd) for e in mine if band(e)}
+        if len(far) < 2:
+            continue
+        back_of = view.one_off(sorted(far), back)
+        count: dict[str, int] = {}
+        for b in far:
+            for e in back_of[b]:
+                if band(e):
+                    count[far_of(e, back)] = count.get(far_of(e, back), 0) + 1
+        near = {v} | {u for u, c in count.items() if c >= 2 and u not in far}
+        fwd_of = view.one_off(sorted(near), fwd)
+        edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far and band(e)]
+        for _ in range(4 * MAX_SIDE):  # prune to the core, in the burst that holds v's transfers
+            runs = _runs_in_time(edges, HOP_HORIZON)
+            edges = max(runs, key=lambda r: (sum(1 for e in r if near_of(e) == v), len(r))) if runs else []
+            deg_near: dict[str, int] = {}
+            deg_far: dict[str, int] = {}
+            for e in edges:
+                deg_near[near_of(e)] = deg_near.get(near_of(e), 0) + 1
+                deg_far[far_of(e, fwd)] = deg_far.get(far_of(e, fwd), 0) + 1
+            keep = [e for e in edges if deg_near[near_of(e)] >= 2 and deg_far[far_of(e, fwd)] >= 2]
+            if len(keep) == len(edges):
+                break
+            edges = keep
+        near = {near_of(e) for e in edges}
+        far = {far_of(e, fwd) for e in edges}
+        if (v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far
+                or len(near) + len(far) < MIN_LAYER_ACCOUNTS or not _burst(edges, HOP_HORIZON)):
+            continue
+        if best is None or len(edges) > len(best[2]):
+            left, right = (near, far) if side == "left" else (far, near)
+            best = sorted(left), sorted(right), sorted(edges, key=lambda e: e.cap_key)
+    return best
+
+
+def _runs_in_time(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[GraphEdge]]:
+    """``edges`` cut into bursts: in time order, a new one wherever two are more than ``gap`` apart."""
+    runs: list[list[GraphEdge]] = []
+    for e in sorted(edges, key=lambda e: e.cap_key):
+        if runs and e.timestamp - runs[-1][-1].timestamp <= gap:
+            runs[-1].append(e)
+        else:
+            runs.append([e])
+    return runs
 
 
 def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], used: set[str],
@@ -528,6 +569,10 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
         core = _core(view, v, side)
         if core is None:
             continue
+        # the same layer from every member: as its first payer finds it, where that holds v
+        again = _core(view, core[0][0], "left")
+        if again is not None and v in (*again[0], *again[1]):
+            core = again
         a, b, edges = core
         used = set(a) | set(b)
         after = _next_layer(view, b, edges, used, True)
@@ -582,6 +627,9 @@ def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
                 or v not in accounts
                 or len(set(accounts[:-1])) != len(path) or not _pass_through_path(path)
                 or any(view.is_hub(x) for x in accounts)):
+            continue
+        chance = _passed_on_by_chance(view, path)
+        if chance is not None and chance > CHANCE:  # what these accounts do anyway
             continue
         key = (len(path), path[0].timestamp, [e.event_id for e in path])
         if best is None or key < (len(best), best[0].timestamp, [e.event_id for e in best]):
@@ -688,8 +736,15 @@ def detect_typologies(
         add(_fan(view, center, "out"))
     for center in dict.fromkeys([node_id, *payees]):
         add(_fan(view, center, "in"))
+    layered: list[str] = []
     for center in dict.fromkeys([node_id, *payers, *payees]):
-        add(_gather_scatter(view, center))
+        m = _gather_scatter(view, center)
+        add(m)
+        if m is not None and center != node_id:
+            layered.append(center)
+    for center in layered:  # a gather-scatter may be the middle of a stack around the account
+        for m in _bipartite_and_stack(view, center):
+            add(m)
     for source in dict.fromkeys([node_id, *payers]):  # the account as source or intermediate
         add(_scatter_gather(view, source, "out"))
     add(_scatter_gather(view, node_id, "in"))  # as sink

@@ -76,6 +76,27 @@ def test_recurring_payments_are_no_fan() -> None:
     assert detect([*everyday(["H"]), *week], "H") == []
 
 
+def test_a_burst_that_is_the_account_s_habit_is_no_fan() -> None:
+    # H has paid six new people $1,500-1,700 within a few hours every day for three weeks
+    habit = [move(f"hab{d}-{i}", "H", f"N{d}-{i}", -21 * DAY + d * DAY + 60 * i, 1500 + 40 * i)
+             for d in range(21) for i in range(6)]
+    burst = fan_out_events()
+    assert detect([*everyday(["H"]), *burst], "H") != []  # unlike what H does: a fan-out
+    assert detect([*everyday(["H"]), *habit, *burst], "H") == []  # what H does every day
+
+
+def test_a_shop_s_customers_and_a_busy_merchant_are_no_fan_in() -> None:
+    # a shop: the same seven customers, each buying two or three times a week
+    buys = [move(f"buy{c}-{k}", f"C{c}", "SHOP", -14 * DAY + k * 2 * DAY + 30 * c, 40 + c)
+            for c in range(7) for k in range(10)]
+    assert detect([*everyday([f"C{c}" for c in range(7)]), *buys], "SHOP") == []
+    # a merchant: 150 card payers in the window, and then seven comparable ones in a burst
+    cards = [move(f"card{i}", f"X{i}", "MALL", 3000 + 20 * i, 30 + i % 50) for i in range(150)]
+    burst = [move(f"fi{i}", f"P{i}", "MALL", 300 + 45 * i, 900 + 11 * i) for i in range(7)]
+    assert detect([*cards, *burst], "MALL") == []
+    assert detect([*cards, *burst], "P3") == []  # the merchant is a hub from every side
+
+
 def test_fan_in() -> None:
     events = [*everyday(["S", *(f"P{i}" for i in range(7))]),
               *(move(f"fi{i}", f"P{i}", "S", 300 + 45 * i, 900 + 11 * i) for i in range(7))]
@@ -112,6 +133,26 @@ def test_no_cycle_when_time_or_amounts_do_not_follow_the_money() -> None:
     assert detect([*base, move("rent", "A", "B", 100, 9000), move("back", "B", "A", 200, 8900)], "A") == []
 
 
+def test_a_long_cycle_is_a_cycle_from_members_next_to_where_the_money_first_moved() -> None:
+    # eight hops: from B (one hop after A, where the money first moved) the way back to A is
+    # seven hops, beyond the search; the chain B finds runs to A, and from A the cycle closes
+    events = [*everyday("ABCDEFGH"), *cycle_events("ABCDEFGH")]
+    for member in "BH":
+        (m,) = detect(events, member)
+        assert m.typology == "cycle" and short(m.accounts) == tuple("ABCDEFGH"), m
+        assert m.event_ids == tuple(f"cy{i}" for i in range(8))
+
+
+def test_a_chain_that_is_what_its_accounts_do_anyway_is_no_layering() -> None:
+    # each of B, C, D passes on about what it got, but after most of a day, and each of them
+    # pays such amounts several times a day anyway: no evidence the money was passed on
+    chain = [move(f"ch{i}", a, b, 100 + 20 * 60 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("ABCD", "BCDE"))]
+    habit = [move(f"hab{x}{d}-{i}", x, f"N{x}{d}-{i}", -21 * DAY + d * DAY + 90 * i, 6200 + 150 * i)
+             for x in "BCD" for d in range(21) for i in range(5)]
+    assert names(detect([*everyday("ABCDE"), *chain], "C")) == ["random"]
+    assert detect([*everyday("ABCDE"), *habit, *chain], "C") == []
+
+
 def test_scatter_gather_from_every_role() -> None:
     mids = ["M1", "M2", "M3"]
     events = [*everyday(["S", "T", *mids])]
@@ -142,6 +183,11 @@ def test_gather_scatter_scatters_what_was_gathered() -> None:
 def layer(left, right, prefix: str, start: int, dollars: float):
     return [move(f"{prefix}{i}", a, b, start + 7 * i, dollars * (1 + 0.03 * i))
             for i, (a, b) in enumerate((a, b) for a in left for b in right)]
+
+
+def test_two_accounts_paying_the_same_two_are_no_bipartite() -> None:
+    a, b = ["A1", "A2"], ["B1", "B2"]
+    assert detect([*everyday([*a, *b]), *layer(a, b, "sq", 100, 1500)], "A1") == []
 
 
 def test_bipartite_and_stack() -> None:

@@ -296,6 +296,9 @@ def test_random_walk_shape(ds):
         for a, b in zip(evs, evs[1:]):
             assert a.receiver == b.sender
             assert b.receiver != a.sender
+        # never back to an account it left: a walk that came back would carry a cycle
+        accounts = [evs[0].sender] + [e.receiver for e in evs]
+        assert len(set(accounts)) == len(accounts)
         usd = [usd_cents(e.amount_paid) for e in evs]
         assert all(x > y for x, y in zip(usd, usd[1:]))
 
@@ -337,7 +340,9 @@ def test_bipartite_shape(ds):
         assert not a & b
         assert 2 <= len(a) <= 5 and 2 <= len(b) <= 5
         assert len(evs) > max(len(a), len(b))
-        assert len({(e.sender, e.receiver) for e in evs}) == len(evs)
+        # complete, as AMLSim/AMLworld plant it: every payer pays every payee, once
+        assert {(e.sender, e.receiver) for e in evs} == {(x, y) for x in a for y in b}
+        assert len(evs) == len(a) * len(b)
 
 
 def test_stack_shape(ds):
@@ -350,6 +355,8 @@ def test_stack_shape(ds):
         layer2 = [e for e in evs if e.sender in middle]
         assert len(layer1) + len(layer2) == len(evs)
         assert {e.receiver for e in layer1} == middle and {e.receiver for e in layer2} == last
+        assert {(e.sender, e.receiver) for e in layer1} == {(x, y) for x in first for y in middle}
+        assert {(e.sender, e.receiver) for e in layer2} == {(x, y) for x in middle for y in last}
         assert max(e.timestamp for e in layer1) < min(e.timestamp for e in layer2)
 
 
