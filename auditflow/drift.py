@@ -182,15 +182,19 @@ def metric_rows_all(ref: np.ndarray, samples: np.ndarray, alpha: float,
     lp = np.log(ref + alpha) - np.log(ref.sum(axis=-1, keepdims=True) + alpha * k)
     lq = np.log(samples + alpha) - np.log(samples.sum(axis=-1, keepdims=True) + alpha * k)
     p, q, d = np.exp(lp), np.exp(lq), lq - lp
+
+    def rowsum(x):  # over the bins (einsum: several times faster than np.sum on a short last axis)
+        return np.einsum("...k->...", x)
+
     out = {}
     for name in names:
         if name == "psi":
-            out[name] = np.sum((q - p) * d, axis=-1)
+            out[name] = rowsum((q - p) * d)
         elif name == "kl":
-            out[name] = np.maximum(0.0, np.sum(q * d, axis=-1))
+            out[name] = np.maximum(0.0, rowsum(q * d))
         elif name == "js":
-            lm = np.logaddexp(lp, lq) - math.log(2.0)
-            div = 0.5 * np.sum(p * (lp - lm), axis=-1) + 0.5 * np.sum(q * (lq - lm), axis=-1)
+            lm = np.log(0.5 * (p + q))  # log of the mixture M = (P + Q) / 2
+            div = 0.5 * rowsum(p * (lp - lm)) + 0.5 * rowsum(q * (lq - lm))
             out[name] = np.minimum(1.0, np.sqrt(np.maximum(0.0, div) / math.log(2.0)))
         else:
             raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})")
@@ -257,6 +261,23 @@ def tail_p_value(value: float, sorted_draws: np.ndarray, name: str, fit: tuple[f
         return 1.0 / (1.0 + n)
     v = value * value if name == "js" else value
     return float(min(1.0 / (1.0 + n), max(float(chdtrc(nu, v / a)), 1e-300)))
+
+
+def tail_p_values(values: np.ndarray, sorted_draws: np.ndarray, name: str, fits: np.ndarray) -> np.ndarray:
+    """:func:`tail_p_value` of each row: ``values[i]`` against the sorted draws ``sorted_draws[i]``
+    (rows of one length, at least one draw) with the fit ``fits[i]`` = (a, nu), vectorized."""
+    from scipy.special import chdtrc
+
+    v = np.asarray(values, dtype=np.float64)
+    n = sorted_draws.shape[1]
+    above = np.count_nonzero(sorted_draws >= v[:, None], axis=1)
+    a, nu = fits[:, 0], fits[:, 1]
+    cap = 1.0 / (1.0 + n)
+    x = v * v if name == "js" else v
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.where(a > 0, np.minimum(cap, np.maximum(chdtrc(nu, np.where(a > 0, x / np.where(a > 0, a, 1.0), 0.0)),
+                                                          1e-300)), cap)
+    return np.where(above > 0, (1.0 + above) / (1.0 + n), tail)
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]:

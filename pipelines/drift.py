@@ -543,6 +543,20 @@ class PaneScorer:
             got = self._draws[key] = (draws, thresholds, fits)
         return got
 
+    def _p_values(self, m: str, values: np.ndarray, cals: Mapping[int, tuple]) -> np.ndarray:
+        """:func:`auditflow.drift.tail_p_value` of each judged cell's value (1 for the others),
+        vectorized over the cells whose draws have one length."""
+        out = np.ones(len(self.cells))
+        by_size: dict[int, list[int]] = defaultdict(list)
+        for i, (draws, _, _) in cals.items():
+            by_size[draws[m].size].append(i)
+        for size, ids in by_size.items():
+            if size == 0:
+                continue  # no draws: p = 1
+            out[ids] = D.tail_p_values(values[ids], np.stack([cals[i][0][m] for i in ids]), m,
+                                       np.array([cals[i][2][m] for i in ids], dtype=np.float64))
+        return out
+
     def score(self, pane: Pane) -> list[DriftRecord]:
         """The pane's records, sorted by (feature, segment, metric)."""
         p, alpha, mc = self.profile, self.profile.alpha, self.profile.min_count
@@ -569,23 +583,22 @@ class PaneScorer:
         out: list[DriftRecord] = []
         judged: dict[str, list[int]] = {m: [] for m in D.METRICS}
         rows = []
+        n_list = n_cur.tolist()
+        cals = {i: self._calibration(i, D.calibration_size(n, mc)) for i, n in enumerate(n_list) if n >= mc}
+        p_values = {m: self._p_values(m, values[m], cals).tolist() for m in D.METRICS}
+        value_lists = {m: values[m].tolist() for m in D.METRICS}
+        oor_list, constant_list, status, judged_statuses = oor.tolist(), constant.tolist(), D.status, D.JUDGED
         for i, (f, seg, _, _) in enumerate(self.cells):
-            n = int(n_cur[i])
+            n = n_list[i]
             cal = D.calibration_size(n, mc) if n >= mc else n
-            if n >= mc:
-                sorted_draws, thresholds, fits = self._calibration(i, cal)
+            thresholds = cals[i][1] if n >= mc else None
             for m in D.METRICS:
-                v = float(values[m][i])
-                if n >= mc:
-                    warn, drift = thresholds[m]
-                    pv = D.tail_p_value(v, sorted_draws[m], m, fits[m])
-                else:
-                    warn = drift = 0.0
-                    pv = 1.0
-                st = D.status(v, n, (warn, drift), constant=bool(constant[i]), min_count=mc)
-                if st in D.JUDGED:
+                v = value_lists[m][i]
+                warn, drift = thresholds[m] if thresholds is not None else (0.0, 0.0)
+                st = status(v, n, (warn, drift), constant=constant_list[i], min_count=mc)
+                if st in judged_statuses:
                     judged[m].append(len(rows))
-                rows.append([f, seg, m, v, warn, drift, st, pv, False, self.ref_n[i], n, float(oor[i]), cal,
+                rows.append([f, seg, m, v, warn, drift, st, p_values[m][i], False, self.ref_n[i], n, oor_list[i], cal,
                              cell_counts[i]])
         for m, idx in judged.items():  # Benjamini-Hochberg over the pane's judged blocks, per metric
             for i, rej in zip(idx, D.benjamini_hochberg([rows[i][7] for i in idx], self.q)):
@@ -690,13 +703,31 @@ def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple
     return out
 
 
-def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord]]) -> list[DriftAlert]:
+def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord]],
+                memo: dict | None = None) -> list[DriftAlert]:
     """The alerts of the last window of ``history`` (consecutive windows, oldest first, each the
     records of one window): a rule fires where its condition held on exactly ``consecutive``
-    windows up to and including the last (so once per run of windows)."""
+    windows up to and including the last (so once per run of windows).
+
+    ``memo``: a dict the caller keeps between calls over a sliding history (the same window
+    objects): each window's conditions are then evaluated once, not once per later window; it
+    holds only the windows of the last call."""
     if not history or not history[-1]:
         return []
-    conds = {rule.name: [_conditions(rule, w) for w in history] for rule in rules}
+
+    def conditions(rule: D.DriftRule, w: Sequence[DriftRecord]) -> dict:
+        if memo is None:
+            return _conditions(rule, w)
+        got = memo.get((rule.name, id(w)))
+        if got is None or got[0] is not w:  # the window itself is kept, so its id is not reused
+            got = memo[(rule.name, id(w))] = (w, _conditions(rule, w))
+        return got[1]
+
+    conds = {rule.name: [conditions(rule, w) for w in history] for rule in rules}
+    if memo is not None:
+        live = {id(w) for w in history}
+        for k in [k for k in memo if k[1] not in live]:
+            del memo[k]
     last = history[-1][0]
     out = []
     for rule in rules:

@@ -313,6 +313,7 @@ def _drift_udtf(spec: StreamSpec):
             exit_with_taskmanager()
             self.scorer = PaneScorer(self.drift.profile, self.drift.window_minutes)
             self.cache: dict[tuple[int, bytes], list] = {}
+            self.memo: dict = {}
 
         def eval(self, start, panes):
             from pipelines.drift import decode_panes, rule_alerts
@@ -327,10 +328,14 @@ def _drift_udtf(spec: StreamSpec):
                 history.append(recs)
             for k in [k for k in self.cache if k not in keep]:
                 del self.cache[k]
-            for r in history[-1]:
-                yield "S", r.to_json()
-            for a in rule_alerts(self.drift.rules, history):
-                yield "X", json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
+            # one row per pane and kind, the records' JSON lines joined by newlines (split into
+            # one row each in the JVM: af_split_lines)
+            if history[-1]:
+                yield "S", "\n".join([r.to_json() for r in history[-1]])
+            alerts = rule_alerts(self.drift.rules, history, self.memo)
+            if alerts:
+                yield "X", "\n".join([json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
+                                      for a in alerts])
 
     return udtf(DriftScore(spec.drift), input_types=[DataTypes.BIGINT(), DataTypes.BYTES()],
                 result_types=[DataTypes.STRING(), DataTypes.STRING()])
@@ -469,8 +474,10 @@ def _drift_topology(t_env, spec: StreamSpec, gateway):
     t_env.create_temporary_view("af_drift_panes", t_env.from_data_stream(DataStream(panes)))
     t_env.create_temporary_function("af_drift_score", _drift_udtf(spec))
     alerts = t_env.sql_query("SELECT message FROM af_alert_rows")
-    drift = t_env.sql_query("SELECT T.kind, T.message FROM af_drift_panes, "
-                            "LATERAL TABLE(af_drift_score(`start`, `panes`)) AS T(kind, message)")
+    t_env.create_java_temporary_function("af_split_lines", "io.auditflow.stream.SplitLines")
+    drift = t_env.sql_query("SELECT T.kind, L.message FROM af_drift_panes, "
+                            "LATERAL TABLE(af_drift_score(`start`, `panes`)) AS T(kind, lines), "
+                            "LATERAL TABLE(af_split_lines(T.lines)) AS L(message)")
     return alerts, drift
 
 

@@ -127,3 +127,16 @@ def test_beyond_every_draw_the_p_value_follows_the_tail(name):
         if q < 0.99999:
             assert 0.5 * (1 - q) <= p <= 4 * (1 - q), (p, 1 - q)  # the right order, on the safe side
     assert ps[1] < ps[0] <= 1 / 1001
+
+
+@pytest.mark.parametrize("name", drift.METRICS)
+def test_p_values_of_many_cells_at_once_are_each_cells_own(name):
+    rng = np.random.default_rng(8)
+    refs = [[500, 1200, 3000, 2500, 900, 400, 100, 30], [10, 0, 0, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9], [7, 7]]
+    draws = [np.sort(drift.reference_draws(r, n, name, seed=9)) for r in refs for n in (60, 400)]
+    fits = np.array([drift.tail_fit(d, name) for d in draws] + [(0.0, 0.0)])
+    draws.append(np.zeros(1000))  # a fit of (0, 0): the cap
+    values = [float(d[rng.integers(0, d.size)]) for d in draws[:-1]] + [0.5]
+    values[0], values[1] = float(draws[0][-1]) * 3, float(draws[1][-1]) + 1e-9  # beyond every draw
+    got = drift.tail_p_values(np.array(values), np.stack(draws), name, fits)
+    assert got.tolist() == [drift.tail_p_value(v, d, name, tuple(f)) for v, d, f in zip(values, draws, fits)]
