@@ -9,7 +9,7 @@ WEB_STAMP := web/node_modules/.installed
 
 .PHONY: setup browser demo test test-unit services-up services-down services-status bench bench-model clean
 
-setup: $(STAMP) $(WEB_STAMP) browser
+setup: $(STAMP) $(WEB_STAMP)
 
 # (Re)install when pyproject.toml changes; pins live there.
 $(STAMP): pyproject.toml
@@ -26,7 +26,7 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
 	@touch $@
 
-# Headless Chromium and chromedriver for the web view's test: Debian's packages, where missing.
+# Headless Chromium and chromedriver for the web view's test (make test): Debian's packages, where missing.
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -42,7 +42,7 @@ demo: setup
 
 # The whole suite against real services: Kafka, Neo4j and a Flink session cluster are started
 # by deploy/services and stopped afterwards, whatever the outcome.
-test: setup
+test: setup browser
 	@set -e; \
 	trap 'deploy/services down || true' EXIT; \
 	deploy/services up; \
