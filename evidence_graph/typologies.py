@@ -456,7 +456,8 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
 # ------------------------------------------------------------------ bipartite and stack
 
 
-def _core(view: _View, v: str, side: str) -> tuple[list[str], list[str], list[GraphEdge]] | None:
+def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
+          ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
     """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: one-off transfers of
     comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most HOP_HORIZON
     apart), every account of each side dealing with at least two of the other (the 2-core),
@@ -508,7 +509,7 @@ def _core(view: _View, v: str, side: str) -> tuple[list[str], list[str], list[Gr
         near = {near_of(e) for e in edges}
         far = {far_of(e, fwd) for e in edges}
         if (v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far
-                or len(near) + len(far) < MIN_LAYER_ACCOUNTS or not _burst(edges, HOP_HORIZON)):
+                or len(near) + len(far) < min_accounts or not _burst(edges, HOP_HORIZON)):
             continue
         if best is None or len(edges) > len(best[2]):
             left, right = (near, far) if side == "left" else (far, near)
@@ -566,11 +567,11 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
         return []
     found: dict[tuple[str, ...], TypologyMatch] = {}
     for side in ("left", "right"):
-        core = _core(view, v, side)
+        core = _core(view, v, side, 4)  # a square only as a layer of a stack (below)
         if core is None:
             continue
         # the same layer from every member: as its first payer finds it, where that holds v
-        again = _core(view, core[0][0], "left")
+        again = _core(view, core[0][0], "left", 4)
         if again is not None and v in (*again[0], *again[1]):
             core = again
         a, b, edges = core
@@ -578,6 +579,8 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
         after = _next_layer(view, b, edges, used, True)
         before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False)
         if after is None and before is None:
+            if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
+                continue
             m = TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
                               f"{len(a)} accounts each pay several of the same {len(b)} accounts",
                               (_ids(edges),))

@@ -12,7 +12,7 @@ import pytest
 
 from auditflow.money import Money
 from evidence_graph import TYPOLOGIES, NetworkxGraphStore, TypologyMatch, detect_typologies
-from evidence_graph.evaluation import score_typologies
+from evidence_graph.evaluation import TypologyScore, score_typologies
 from evidence_graph.testing import T0, acct, tx
 
 DAY = 24 * 60
@@ -238,30 +238,48 @@ def test_results_are_deterministic_and_ordered() -> None:
 # ------------------------------------------------------------------ generated data
 
 
+SEEDS = (5, 7, 11)
+
+
 @pytest.fixture(scope="module")
 def generated():
-    """12 days of 800 accounts with planted typologies (1.5% of rows) and look-alikes: small
-    payrolls, shops, rents, exchanges, merchants, payroll processors; scored over the last five
-    days (a week of history behind them, so weekly payments are recognisably recurring)."""
+    """Three generated sets (seeds 5, 7 and 11, bench/trace.py --quick's seed among them): 12 days
+    of 800 accounts with planted typologies (1.5% of rows) and look-alikes (small payrolls, shops,
+    rents, exchanges, merchants, payroll processors), each scored over its last five days (a
+    week of history behind them: weekly payments are recognisably recurring, and every account
+    has habits to be judged by), the scores pooled (one set plants 1 to 5 of each typology)."""
     from ingest.synthetic import generate
 
-    ds = generate(accounts=800, days=12, laundering_rate=0.015, seed=5)
-    store = NetworkxGraphStore()
-    store.add_transactions(ds.events)
-    start = ds.events[0].timestamp.replace(hour=0, minute=0) + timedelta(days=7)
-    instances = ds.planted(start)
-    scores = score_typologies(store, instances, [r.node_id for r in ds.lookalikes()], (start, ds.events[-1].timestamp))
-    return instances, scores
+    instances, pooled = [], {t: [0, 0, 0, 0] for t in TYPOLOGIES}
+    for seed in SEEDS:
+        ds = generate(accounts=800, days=12, laundering_rate=0.015, seed=seed)
+        store = NetworkxGraphStore()
+        store.add_transactions(ds.events)
+        start = ds.events[0].timestamp.replace(hour=0, minute=0) + timedelta(days=7)
+        planted = ds.planted(start)
+        scores = score_typologies(store, planted, [r.node_id for r in ds.lookalikes()],
+                                  (start, ds.events[-1].timestamp))
+        assert all(scores[t].planted == sum(1 for i in planted if i[0] == t) for t in TYPOLOGIES)
+        instances += planted
+        for t, sc in scores.items():
+            for k, x in enumerate((sc.planted, sc.recalled, sc.findings, sc.correct)):
+                pooled[t][k] += x
+    return instances, {t: TypologyScore(t, *v) for t, v in pooled.items()}
 
 
-#: Floors, measured on this data set (bench/trace.py measures a larger one): the dense shapes
-#: are found almost always; fans and chains compete with everyday bursts of the members
-#: themselves and of their counterparties; planted bipartites and stacks are often trees (fewer
-#: transfers than accounts), which are fans joined, not a many-to-many layer, and not reported.
-RECALL_FLOORS = {"fan-out": 0.5, "fan-in": 0.5, "scatter-gather": 0.5, "cycle": 0.9, "random": 0.5,
-                 "gather-scatter": 0.25}
-PRECISION_FLOORS = {"fan-in": 0.5, "scatter-gather": 0.5, "fan-out": 0.1, "random": 0.1, "cycle": 0.1,
-                    "gather-scatter": 0.1}
+#: Floors on the pooled scores (7 to 9 planted instances of each typology but the stack, 3; the
+#: answer key is the generator's, the detectors never see it). Issue 10 asks 0.9 recall and 0.8
+#: precision of every typology; where the detectors reach that here the floor is the target,
+#: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target):
+#: fans and gather-scatter lose instances whose parts are no more than their members' daily
+#: habit, and report bursts of ordinary accounts next to planted shapes; cycles and chains lose
+#: ones passed on more slowly than their members' habits explain; bipartites and stacks lose
+#: layers with a gap of more than a day (the burst rule) or amounts no larger than the members'
+#: usual, and report single layers of stacks seen from one side.
+RECALL_FLOORS = {"fan-out": 0.8, "fan-in": 0.8, "gather-scatter": 0.8, "scatter-gather": 0.9, "cycle": 0.8,
+                 "random": 0.8, "bipartite": 0.5, "stack": 0.6}
+PRECISION_FLOORS = {"fan-out": 0.6, "fan-in": 0.7, "gather-scatter": 0.7, "scatter-gather": 0.8, "cycle": 0.8,
+                    "random": 0.8, "bipartite": 0.4, "stack": 0.8}
 
 
 def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
@@ -270,9 +288,26 @@ def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
     assert all(scores[t].planted == sum(1 for i in instances if i[0] == t) for t in TYPOLOGIES)
 
 
-@pytest.mark.parametrize("typology", sorted(RECALL_FLOORS))
+@pytest.mark.parametrize("typology", TYPOLOGIES)
 def test_recall_and_precision_above_their_floors(generated, typology) -> None:
     _, scores = generated
     s = scores[typology]
     assert s.recall >= RECALL_FLOORS[typology], s
     assert s.precision >= PRECISION_FLOORS[typology], s
+
+
+def test_findings_inside_an_instance_only_partly_in_view_are_not_scored() -> None:
+    # the answer key knows this cycle as an attempt that began before the window: what a detector
+    # finds of it is neither a hit nor a false positive
+    events = [*everyday("ABCD"), *cycle_events("ABCD")]
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    window = (T0, T0 + timedelta(days=6))
+    ids = frozenset(f"cy{i}" for i in range(4))
+    members = tuple(acct(x) for x in "ABCD")
+    seen = score_typologies(store, [], members, window)
+    assert (seen["cycle"].findings, seen["cycle"].precision) == (1, 0.0)
+    hidden = score_typologies(store, [], members, window, unscored=[("stack", ids, members)])
+    assert hidden["cycle"].findings == 0
+    scored = score_typologies(store, [("cycle", ids, members)], [], window)
+    assert (scored["cycle"].recall, scored["cycle"].precision) == (1.0, 1.0)
