@@ -15,8 +15,8 @@ Neo4j: the server of ``deploy/services up neo4j`` with the settings' credentials
     time-budget cut excepted). The embedded store runs with ``gc.freeze()`` around each trace (a
     million edges in the process otherwise puts cyclic-GC pauses inside some traces).
 (b) **Naive Cypher**: for the first roots, the same question as one variable-length pattern,
-    ``MATCH p=(a {id: $root})-[:TX*1..5]->(b)`` with every transfer inside the window and in time
-    order along the path, ``count(DISTINCT b)``, run with a transaction timeout of
+    ``MATCH p=(a {id: $root})-[:TX*1..5]->(b)`` with every transfer inside the window, in time
+    order along the path and within the hop horizon of the one before, ``count(DISTINCT b)``, run with a transaction timeout of
     ``--naive-cap`` seconds; ``naive_cypher_ratio`` = its median time / the hop-by-hop trace's
     median time on Neo4j for the same roots. A query that hits the cap counts as the cap (so the
     ratio is then a lower bound) and ``naive_capped`` says how many did.
@@ -111,17 +111,24 @@ def naive(store, roots, cap_s: float):
 
     from auditflow.records import epoch_minutes
 
+    from auditflow.limits import DEFAULT_HOP_HORIZON
+
+    # the trace's question: inside the window, in time order, each transfer within the hop
+    # horizon of the one before (the first within it of the window's start)
     text = (f"MATCH p=(a:{store.label} {{id: $root}})-[:{store.rel_type}*1..5]->(b) "
             "WHERE all(r IN relationships(p) WHERE r.ts >= $lo AND r.ts <= $hi) "
+            "AND relationships(p)[0].ts <= $lo + $h "
             "AND all(i IN range(0, size(relationships(p)) - 2) "
-            "WHERE relationships(p)[i].ts <= relationships(p)[i + 1].ts) "
+            "WHERE relationships(p)[i].ts <= relationships(p)[i + 1].ts "
+            "AND relationships(p)[i + 1].ts <= relationships(p)[i].ts + $h) "
             "RETURN count(DISTINCT b) AS n")
+    h = int(DEFAULT_HOP_HORIZON / timedelta(minutes=1))
     times, capped = [], 0
     for root, ts in roots:
         t0 = time.perf_counter()
         try:
             store._run(neo4j.Query(text, timeout=cap_s), read=True, root=root,
-                       lo=epoch_minutes(ts), hi=epoch_minutes(ts + HORIZON))
+                       lo=epoch_minutes(ts), hi=epoch_minutes(ts + HORIZON), h=h)
             times.append(time.perf_counter() - t0)
         except ClientError as e:
             if "TransactionTimedOut" not in (e.code or ""):

@@ -247,6 +247,7 @@ def follow_money(
             cuts.append(TraceCut(hop, "", "time budget", len(frontier)))
             break
         reached: dict[str, _Visit] = {}  # accounts to expand at the next hop, discovery order
+        new: dict[str, list[str]] = {}  # accounts first reached at this hop -> who reached them
         new_dropped = 0
         for v in frontier:
             got = batch.get(v.node, ())
@@ -284,14 +285,15 @@ def follow_money(
                     stopped = True
                     break
                 t = e.micros
-                r = nodes.get(w)
-                if r is None:
-                    if len(nodes) >= max_nodes:
-                        new_dropped += 1
-                        continue
-                    nodes[w] = Reached(w, hop, (v.node,), (), None)  # path and time set below
-                elif r.hop_depth == hop:
-                    nodes[w] = _add_upstream(r, v.node)
+                if w not in nodes:
+                    ups = new.get(w)
+                    if ups is None:
+                        if len(nodes) + len(new) >= max_nodes:
+                            new_dropped += 1
+                            continue
+                        new[w] = [v.node]
+                    elif v.node not in ups:
+                        ups.append(v.node)
                 if eid not in edges:
                     edges[eid] = (e, hop)
                 prev = best.get(w, _UNSEEN)
@@ -311,12 +313,12 @@ def follow_money(
                 break
         if new_dropped:
             cuts.append(TraceCut(hop, "", "node budget", new_dropped))
-        for w, visit in reached.items():
+        for w, visit in reached.items():  # new accounts in discovery order (as in `new`)
             best[w] = visit.at
-            r = nodes[w]
-            if r.hop_depth == hop:  # first reached now: explained by its earliest (latest) path
+            ups = new.get(w)
+            if ups is not None:  # first reached now: explained by its earliest (latest) path
                 e = visit.path[-1] if downstream else visit.path[0]
-                nodes[w] = Reached(w, hop, r.upstream_ids, visit.path, e.timestamp)
+                nodes[w] = Reached(w, hop, tuple(sorted(ups)), visit.path, e.timestamp)
         frontier = list(reached.values())
         if stop_at is not None and stop_at in nodes:
             break
@@ -344,12 +346,6 @@ def _most_relevant(cand: list[GraphEdge], ref: int, downstream: bool, cap: int) 
         keyed.sort()
         del keyed[cap:]
     return [e for _, e in keyed]
-
-
-def _add_upstream(r: Reached, node: str) -> Reached:
-    if node in r.upstream_ids:
-        return r
-    return Reached(r.node_id, r.hop_depth, tuple(sorted((*r.upstream_ids, node))), r.path, r.at)
 
 
 def _fund(

@@ -8,7 +8,11 @@ once an edge touches it.
 Every read goes through :meth:`GraphStore.expand`, which answers a whole BFS frontier at once,
 each account with its own time window (the temporal search of :mod:`evidence_graph.follow` asks
 for the transfers after the money reached each account), or :meth:`GraphStore.neighbors_batch`,
-the same with one window for all. The contract fixes what every backend returns, so the
+the same with one window for all, or :meth:`GraphStore.expand_micros`, :meth:`expand` with the
+windows in integer microseconds (what the searches compute in: every :class:`GraphEdge` carries
+its time in microseconds and its amounts in US cents as integers, computed once when it is made,
+so the inner loops of the searches neither build datetimes nor touch Decimal). The contract
+fixes what every backend returns, so the
 algorithms written on top of it (traces, graph features, typologies) give identical answers on
 every backend:
 
