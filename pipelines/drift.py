@@ -580,33 +580,32 @@ class PaneScorer:
             single = np.array([self.ref_single[i] for i in ids])
             where = np.array([self.ref_bin[i] for i in ids])
             constant[ids] = single & (cur[np.arange(len(ids)), where] == n)
-        out: list[DriftRecord] = []
-        judged: dict[str, list[int]] = {m: [] for m in D.METRICS}
-        rows = []
         n_list = n_cur.tolist()
         cals = {i: self._calibration(i, D.calibration_size(n, mc)) for i, n in enumerate(n_list) if n >= mc}
-        p_values = {m: self._p_values(m, values[m], cals).tolist() for m in D.METRICS}
-        value_lists = {m: values[m].tolist() for m in D.METRICS}
-        oor_list, constant_list, status, judged_statuses = oor.tolist(), constant.tolist(), D.status, D.JUDGED
+        status, judged_statuses, none = D.status, D.JUDGED, {m: (0.0, 0.0) for m in D.METRICS}
+        constant_list = constant.tolist()
+        cal_sizes = [D.calibration_size(n, mc) if n >= mc else n for n in n_list]
+        thresholds = [cals[i][1] if i in cals else none for i in range(k)]
+        per_metric = {}
+        for m in D.METRICS:  # statuses, p-values and Benjamini-Hochberg over the pane's judged blocks
+            vs, pvs = values[m].tolist(), self._p_values(m, values[m], cals).tolist()
+            sts = [status(vs[i], n_list[i], thresholds[i][m], constant=constant_list[i], min_count=mc)
+                   for i in range(k)]
+            idx = [i for i in range(k) if sts[i] in judged_statuses]
+            sig = [False] * k
+            for i, rej in zip(idx, D.benjamini_hochberg([pvs[i] for i in idx], self.q)):
+                sig[i] = rej
+            per_metric[m] = (vs, pvs, sts, sig)
+        end, oor_list, mv, rid = pane.start + self.window_ms, oor.tolist(), p.model_version, self.rid
+        start, events, first, last = pane.start, pane.events, pane.first_offset, pane.last_offset
+        out: list[DriftRecord] = []
         for i, (f, seg, _, _) in enumerate(self.cells):
-            n = n_list[i]
-            cal = D.calibration_size(n, mc) if n >= mc else n
-            thresholds = cals[i][1] if n >= mc else None
+            n, o, cal, c, ref_n, th = n_list[i], oor_list[i], cal_sizes[i], cell_counts[i], self.ref_n[i], thresholds[i]
             for m in D.METRICS:
-                v = value_lists[m][i]
-                warn, drift = thresholds[m] if thresholds is not None else (0.0, 0.0)
-                st = status(v, n, (warn, drift), constant=constant_list[i], min_count=mc)
-                if st in judged_statuses:
-                    judged[m].append(len(rows))
-                rows.append([f, seg, m, v, warn, drift, st, p_values[m][i], False, self.ref_n[i], n, oor_list[i], cal,
-                             cell_counts[i]])
-        for m, idx in judged.items():  # Benjamini-Hochberg over the pane's judged blocks, per metric
-            for i, rej in zip(idx, D.benjamini_hochberg([rows[i][7] for i in idx], self.q)):
-                rows[i][8] = rej
-        end = pane.start + self.window_ms
-        for f, seg, m, v, warn, drift, st, pv, sig, n_ref, n, o, cal, c in rows:
-            out.append(DriftRecord(p.model_version, self.rid, f, seg, pane.start, end, m, v, warn, drift, st, pv, sig,
-                                   n_ref, n, o, alpha, cal, pane.events, pane.first_offset, pane.last_offset, c))
+                vs, pvs, sts, sig = per_metric[m]
+                warn, drift = th[m]
+                out.append(DriftRecord(mv, rid, f, seg, start, end, m, vs[i], warn, drift, sts[i], pvs[i], sig[i],
+                                       ref_n, n, o, alpha, cal, events, first, last, c))
         return out
 
 
