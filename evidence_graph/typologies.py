@@ -21,6 +21,14 @@ What every detector shares
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` distinct counterparties in
       the window (merchants, payroll processors, exchanges) take part in no shape; a fan larger
       than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
+    * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
+      members' own habits do not explain it: each account's rate of such transfers before the
+      window (add-one, :meth:`_View.rate`) gives the chance of the shape by habit (a Poisson:
+      that many transfers of that range within the burst's span, anywhere in the window, for
+      fans and gather-scatter; for chains and cycles, each intermediate making such a transfer
+      anyway in the time it took to pass the money on), and a shape more likely than
+      :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
+      every day makes no fan-out by doing it once more; a person who never did does.
 
 ========================  ==============================================================
 fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
@@ -29,14 +37,19 @@ cycle                     a time-ordered path of 3 to 10 hops back to the accoun
                           passing the money on (2-hop back-and-forth is repayment)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
                           one sink, after receiving it
-gather-scatter            2 to 16 comparable payments gathered by an account, then 2 to 16
-                          comparable payments out of it, scattering what was gathered
-bipartite                 2 to 10 payers and 2 to 10 payees (disjoint), each pair at most one
-                          comparable transfer, more transfers than a fan would need
-stack                     a bipartite whose payees pass the money on to a further layer of 2
-                          or more accounts (or whose payers got it from one): 3 layers
-random                    a time-ordered chain of 3 or more pass-through hops through the
-                          account that no other shape explains (mostly)
+gather-scatter            2 to 16 comparable payments gathered by an account in a burst, then
+                          2 to 16 comparable payments out of it in a burst, scattering what was
+                          gathered (never more out than in at any time)
+bipartite                 2 to 10 payers and 2 to 10 payees (disjoint), at least 5 accounts,
+                          one-off transfers of comparable amounts in a burst (HOP_HORIZON
+                          apart), each account dealing with 2 or more of the other side
+stack                     a bipartite (here a 2x2 layer will do) whose payees pass the money on
+                          to a further layer of 2 or more accounts (or whose payers got it
+                          from one), after it arrived, no more than arrived: 3 layers
+random                    a time-ordered chain of 3 or more pass-through hops through distinct
+                          accounts that no other shape explains (mostly); a chain that is part
+                          of a cycle beyond the search's reach from the account is the cycle
+                          (its ends are searched for it)
 ========================  ==============================================================
 
 A fan-out or fan-in whose transfers all belong to a more specific shape (a scatter-gather's
@@ -73,8 +86,6 @@ MIN_FAN = 5
 MAX_FAN = 32
 #: A fan is a burst: its transfers follow one another at most this far apart.
 BURST_GAP = timedelta(hours=12)
-#: A bipartite layer's transfers lie within this long of the one it was grown from.
-LAYER_SPAN = timedelta(hours=48)
 #: A fan's parts are unusual for the account: each at least this many times its median transfer
 #: that way (lookback included).
 UNUSUAL = 1.0
