@@ -164,6 +164,25 @@ def stable_end_offsets(bootstrap: str, topic: str, config: dict[str, Any] | None
     return {tp.partition: f.result(30).offset for tp, f in futures.items()}
 
 
+def _retrying(call: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
+    """``call()``, again while it fails with a retriable Kafka error (a group coordinator not
+    ready yet on a fresh broker: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), for up to ``timeout_s``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            transient = hasattr(err, "code") and (err.retriable() or err.code() in (
+                KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                KafkaError.COORDINATOR_NOT_AVAILABLE))
+            if not transient or time.monotonic() >= deadline:
+                raise ProduceError(f"{what}: {err}") from e
+            time.sleep(0.5)
+
+
 def committed_offsets(bootstrap: str, group: str, topic: str,
                       config: dict[str, Any] | None = None) -> dict[int, int]:
     """The offsets ``group`` committed on ``topic``'s partitions (partitions without one left out)."""
@@ -172,7 +191,8 @@ def committed_offsets(bootstrap: str, group: str, topic: str,
     consumer = Consumer({**_rd_config(bootstrap, config), "group.id": group, "enable.auto.commit": False})
     try:
         parts = _partitions(consumer, topic)
-        got = consumer.committed([TopicPartition(topic, p) for p in parts], timeout=30)
+        got = _retrying(lambda: consumer.committed([TopicPartition(topic, p) for p in parts], timeout=30),
+                        f"committed offsets of group {group!r} on {topic!r}")
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
@@ -190,7 +210,9 @@ def commit_offsets_at_least(bootstrap: str, group: str, topic: str, offsets: dic
     if behind:
         consumer = Consumer({**_rd_config(bootstrap, config), "group.id": group, "enable.auto.commit": False})
         try:
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in behind.items()], asynchronous=False)
+            _retrying(lambda: consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in behind.items()],
+                                              asynchronous=False),
+                      f"committing group {group!r} on {topic!r}")
         finally:
             consumer.close()
     return behind

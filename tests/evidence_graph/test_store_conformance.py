@@ -329,7 +329,7 @@ def test_features_and_typologies_agree_with_the_in_memory_store(store: GraphStor
         *(move(f"ga{i}", f"M{i}", "T", 300 + i, 2950) for i in range(3)),
         *(move(f"gi{i}", f"P{i}", "G", 900 + 30 * i, 2000) for i in range(3)),
         *(move(f"go{i}", "G", f"Q{i}", 1100 + 30 * i, 2900) for i in range(2)),
-        *layer(["K1", "K2"], ["J1", "J2"], "bp", 2000, 1500),
+        *layer(["K1", "K2", "K3"], ["J1", "J2"], "bp", 2000, 1500),
         *layer(["S1", "S2", "S3"], ["R1", "R2"], "s1", 3000, 1700),
         *layer(["R1", "R2"], ["U1", "U2"], "s2", 3100, 2400),
         *(move(f"ch{i}", a, b, 4000 + 120 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("VWXY", "WXYZ"))),
