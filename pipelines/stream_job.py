@@ -329,7 +329,7 @@ def _drift_udtf(spec: StreamSpec):
             for k in [k for k in self.cache if k not in keep]:
                 del self.cache[k]
             # one row per pane and kind, the records' JSON lines joined by newlines (split into
-            # one row each in the JVM: af_split_lines)
+            # one row each in the JVM: SplitLines.java)
             if history[-1]:
                 yield "S", "\n".join([r.to_json() for r in history[-1]])
             alerts = rule_alerts(self.drift.rules, history, self.memo)
@@ -471,13 +471,16 @@ def _drift_topology(t_env, spec: StreamSpec, gateway):
     panes = gateway.jvm.io.auditflow.stream.DriftPanes.build(scored._j_data_stream, params)
     alert_rows = panes.getSideOutput(gateway.jvm.io.auditflow.stream.DriftPanes.ALERTS)
     t_env.create_temporary_view("af_alert_rows", t_env.from_data_stream(DataStream(alert_rows)))
-    t_env.create_temporary_view("af_drift_panes", t_env.from_data_stream(DataStream(panes)))
+    # the panes' scoring in a task of its own (a network edge, not chained): while Python scores a
+    # pane, the events go on being scored and counted
+    t_env.create_temporary_view("af_drift_panes", t_env.from_data_stream(DataStream(panes.rebalance())))
     t_env.create_temporary_function("af_drift_score", _drift_udtf(spec))
     alerts = t_env.sql_query("SELECT message FROM af_alert_rows")
-    t_env.create_java_temporary_function("af_split_lines", "io.auditflow.stream.SplitLines")
-    drift = t_env.sql_query("SELECT T.kind, L.message FROM af_drift_panes, "
-                            "LATERAL TABLE(af_drift_score(`start`, `panes`)) AS T(kind, lines), "
-                            "LATERAL TABLE(af_split_lines(T.lines)) AS L(message)")
+    scored_panes = t_env.to_data_stream(t_env.sql_query(
+        "SELECT T.kind, T.lines FROM af_drift_panes, LATERAL TABLE(af_drift_score(`start`, `panes`)) AS T(kind, lines)"))
+    lines = gateway.jvm.io.auditflow.stream.SplitLines.build(scored_panes._j_data_stream)
+    t_env.create_temporary_view("af_drift_lines", t_env.from_data_stream(DataStream(lines)))
+    drift = t_env.sql_query("SELECT kind, message FROM af_drift_lines")
     return alerts, drift
 
 
