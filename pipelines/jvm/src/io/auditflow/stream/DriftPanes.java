@@ -139,6 +139,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     private transient int stride, size, nDims, nFeatures, maxField;
     private transient HashMap<String, Integer>[] segmentIndex, levelIndex;
     private transient int[] bins, segs, commas;
+    private transient String[] fieldText; // this event's af1 fields, each cut once (segments and levels share them)
     private transient TreeMap<Long, Acc> open;
     private transient ArrayDeque<Acc> history;
     private transient long lastEmitted;
@@ -183,6 +184,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         bins = new int[f];
         segs = new int[nDims];
         commas = new int[maxField + 2];
+        fieldText = new String[maxField + 1];
         allOffsets = new int[f];
         int o = 0;
         for (int i = 0; i < f; i++) {
@@ -235,6 +237,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             output.collect(ALERTS, new StreamRecord<>(Row.of(r.substring(1)), element.getTimestamp()));
         }
         fieldBounds(payload);
+        java.util.Arrays.fill(fieldText, null);
         long ts = Long.parseLong(payload, commas[p.tsField] + 1, commas[p.tsField + 1], 10);
         long off = Long.parseLong(payload, commas[p.offsetField] + 1, commas[p.offsetField + 1], 10);
         long start = Math.floorDiv(ts, p.windowMs) * p.windowMs;
@@ -297,13 +300,16 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     }
 
     private String field(String s, int index) {
-        return s.substring(commas[index] + 1, commas[index + 1]);
+        String t = fieldText[index];
+        if (t == null) t = fieldText[index] = s.substring(commas[index] + 1, commas[index + 1]);
+        return t;
     }
 
+    private static final java.lang.invoke.VarHandle LE_DOUBLE =
+            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(double[].class, ByteOrder.LITTLE_ENDIAN);
+
     private static double readDouble(byte[] b, int at) {
-        long bits = 0;
-        for (int k = 7; k >= 0; k--) bits = (bits << 8) | (b[at + k] & 0xFFL);
-        return Double.longBitsToDouble(bits);
+        return (double) LE_DOUBLE.get(b, at);
     }
 
     /** {@code pipelines.drift.bin_index} over {@code e[from..to)}. */
