@@ -220,29 +220,20 @@ class NetworkxGraphStore(GraphStore):
         limit: int | None,
         timeout: float | None,
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        return self._expand_micros(
+        return self._lookup(
             [(n, None if lo is None else to_micros(lo), None if hi is None else to_micros(hi))
              for n, lo, hi in requests],
             direction, limit,
         )
 
-    def expand_micros(
-        self,
-        requests: Sequence[MicrosExpansion],
-        direction: Direction = "out",
-        limit: int | None = None,
-        *,
-        timeout: float | None = None,
+    def _expand_micros(
+        self, requests: Sequence[MicrosExpansion], direction: str, limit: int | None, timeout: float | None
     ) -> Mapping[str, tuple[GraphEdge, ...]]:
         if type(self)._expand is not NetworkxGraphStore._expand:  # a subclass sees every query
-            return super().expand_micros(requests, direction, limit, timeout=timeout)
-        check_direction(direction)
-        check_limit(limit)
-        if timeout is not None and not timeout > 0:
-            raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
-        return self._expand_micros(requests, direction, limit)
+            return super()._expand_micros(requests, direction, limit, timeout)
+        return self._lookup(requests, direction, limit)
 
-    def _expand_micros(
+    def _lookup(
         self, requests: Sequence[MicrosExpansion], direction: str, limit: int | None
     ) -> dict[str, tuple[GraphEdge, ...]]:
         out: dict[str, tuple[GraphEdge, ...]] = {}  # in memory: nothing to time out

@@ -309,20 +309,6 @@ class Neo4jGraphStore(GraphStore):
             direction, limit, timeout,
         )
 
-    def expand_micros(
-        self,
-        requests: Sequence[MicrosExpansion],
-        direction: Direction = "out",
-        limit: int | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> Mapping[str, tuple[GraphEdge, ...]]:
-        check_direction(direction)
-        check_limit(limit)
-        if timeout is not None and not timeout > 0:
-            raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
-        return self._expand_micros(requests, direction, limit, timeout)
-
     def _expand_micros(
         self,
         requests: Sequence[MicrosExpansion],

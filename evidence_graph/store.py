@@ -258,12 +258,23 @@ class GraphStore(ABC):
         """:meth:`expand` with each window in integer microseconds since 1970-01-01
         (:func:`to_micros`; ``None``: unbounded), the form the searches of
         :mod:`evidence_graph.follow` compute windows in. The caller guarantees distinct nodes and
-        ``lo <= hi``. Backends override it to skip the datetime round trip; this default converts
-        and asks :meth:`_expand`, so both forms give the same answer."""
+        ``lo <= hi``. Arguments are checked here, once for every backend; backends override
+        :meth:`_expand_micros` to skip the datetime round trip."""
         check_direction(direction)
         check_limit(limit)
         if timeout is not None and not timeout > 0:
             raise GraphQueryTimeout(f"no time left for the query (timeout={timeout!r})")
+        return self._expand_micros(requests, direction, limit, timeout)
+
+    def _expand_micros(
+        self,
+        requests: Sequence[MicrosExpansion],
+        direction: Direction,
+        limit: int | None,
+        timeout: float | None,
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        """The backend's query for :meth:`expand_micros`, with arguments already checked; this
+        default converts the windows and asks :meth:`_expand`, so both forms give the same answer."""
         return self._expand(
             [(n, None if lo is None else EPOCH + lo * _MICROSECOND, None if hi is None else EPOCH + hi * _MICROSECOND)
              for n, lo, hi in requests],
