@@ -248,7 +248,7 @@ def _alert_udf(spec: StreamSpec):
     """The fast path in one Python stage: score each Arrow batch, and build the alert message of
     the rows at or above the threshold (NULL for the rest). With drift on, every row's result
     starts with its score's drift bin as one character (:func:`pipelines.drift.score_codes`; the
-    JVM counter, ``DriftPanes.java``, bins the features and segments itself); the alert message,
+    JVM, ``DriftPanes.Codes``, bins the features and segments itself); the alert message,
     if any, follows it."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
@@ -422,7 +422,11 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
         records._j_data_stream, params, _string_array(gateway, WIRE_FIELDS), _string_array(gateway, list(CURRENCIES)),
         _long_array(gateway, [100 * 10**scale for _, scale in CURRENCIES.values()]),
         _string_array(gateway, PAYMENT_FORMATS))
-    for name, stream in (("af_features", result.getFeatures()), ("af_duplicates", result.getDuplicates()),
+    drift_params = None if spec.drift is None else _drift_params(spec, gateway)
+    features = result.getFeatures()
+    if drift_params is not None:  # each event's drift bins, computed where its features are
+        features = jvm.io.auditflow.stream.DriftPanes.Codes.build(features, drift_params)
+    for name, stream in (("af_features", features), ("af_duplicates", result.getDuplicates()),
                          ("af_reject_rows", result.getRejects()), ("af_late_rows", result.getLate()),
                          ("af_graph_events", result.getGraphEvents())):
         t_env.create_temporary_view(name, t_env.from_data_stream(DataStream(stream)))
@@ -439,7 +443,7 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
         alerts = t_env.sql_query("SELECT message FROM (SELECT af_fast_path(`payload`, `features`) AS message "
                                  "FROM af_features) WHERE message IS NOT NULL")
     else:
-        alerts, drift = _drift_topology(t_env, spec, gateway)
+        alerts, drift = _drift_topology(t_env, spec, gateway, drift_params)
     dups = t_env.sql_query("SELECT `payload` AS message FROM af_duplicates")
     graph = None
     if spec.graph_url:
@@ -448,26 +452,30 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     return Topology(alerts, rejects, late, dups, graph, drift)
 
 
-def _drift_topology(t_env, spec: StreamSpec, gateway):
-    """Scored rows (codes + alert) through the JVM pane counter; alerts split off there, panes
-    scored by :func:`_drift_udtf`."""
-    from pyflink.datastream.data_stream import DataStream
-
+def _drift_params(spec: StreamSpec, gateway):
+    """The JVM counter's layout and the reference's bins (``DriftPanes.Params``)."""
     from pipelines.drift import CODE_BASE, JvmBins, Layout, history_needed
 
     layout = Layout.of(spec.drift.profile)
     bins = JvmBins.of(spec.drift.profile, FEATURE_NAMES, WIRE_FIELDS)
-    scored = t_env.to_data_stream(t_env.sql_query(
-        "SELECT `payload`, `features`, af_fast_path(`payload`, `features`) AS r FROM af_features"))
     ints = lambda xs: _int_array(gateway, xs)  # noqa: E731
     strings = lambda xs: _string_array(gateway, xs)  # noqa: E731
-    params = gateway.jvm.io.auditflow.stream.DriftPanes.Params(
+    return gateway.jvm.io.auditflow.stream.DriftPanes.Params(
         spec.drift.window_minutes * 60_000, spec.allowed_lateness_ms, ints(layout.segment_counts), ints(layout.nbins),
         ints(layout.segment_features), history_needed(spec.drift.rules), CODE_BASE, WIRE_FIELDS.index("ts_ms"),
         WIRE_FIELDS.index("source_offset"), spec.drift.max_gap_panes).bins(
         ints(bins.segment_fields), strings(bins.segment_values), ints(bins.segment_value_ends),
         ints(bins.feature_kind), ints(bins.feature_source), _double_array(gateway, bins.edges), ints(bins.edge_ends),
         strings(bins.level_values), ints(bins.level_bins), ints(bins.level_ends))
+
+
+def _drift_topology(t_env, spec: StreamSpec, gateway, params):
+    """Scored rows (the events' drift codes + the fast path's result) through the JVM pane
+    counter; alerts split off there, panes scored by :func:`_drift_udtf`."""
+    from pyflink.datastream.data_stream import DataStream
+
+    scored = t_env.to_data_stream(t_env.sql_query(
+        "SELECT `codes`, af_fast_path(`payload`, `features`) AS r FROM af_features"))
     panes = gateway.jvm.io.auditflow.stream.DriftPanes.build(scored._j_data_stream, params)
     alert_rows = panes.getSideOutput(gateway.jvm.io.auditflow.stream.DriftPanes.ALERTS)
     t_env.create_temporary_view("af_alert_rows", t_env.from_data_stream(DataStream(alert_rows)))

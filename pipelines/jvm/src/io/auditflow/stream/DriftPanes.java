@@ -1,6 +1,7 @@
 package io.auditflow.stream;
 
 import org.apache.flink.api.common.accumulators.LongCounter;
+import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -29,14 +30,14 @@ import java.util.TreeMap;
 /**
  * Drift counting in the JVM: per tumbling event-time pane, the bin counts of every (segment,
  * feature) block of the reference's flat layout ({@code pipelines.drift.Layout}). The bins are
- * computed here, from the reference's frozen edges and levels ({@link Params}): the numeric
- * features from the packed feature doubles the account operators computed, the segments and
- * categorical features from the af1 record's fields; only the score's bin comes from Python, the
- * first character of the fast path's result.
+ * computed in the JVM from the reference's frozen edges and levels ({@link Params}), by
+ * {@link Codes} where each event's features are made: the numeric features from the packed
+ * feature doubles the account operators computed, the segments and categorical features from the
+ * af1 record's fields. Only the score's bin comes from Python, the first character of the fast
+ * path's result.
  *
- * <p>Input rows: {@code payload STRING} (the af1 wire record), {@code features BYTES} (the
- * FEATURE_NAMES values as little-endian doubles) and {@code r STRING}: the score's bin (code +
- * {@link Params#codeBase}), then the alert message when the event alerts. Alert messages go to
+ * <p>Input rows: {@code codes BYTES} (from {@link Codes}) and {@code r STRING}: the score's bin
+ * (code + {@link Params#codeBase}), then the alert message when the event alerts. Alert messages go to
  * {@link #ALERTS}; the main output is one row per pane, {@code start BIGINT, panes BYTES},
  * emitted once the watermark has passed the pane's end plus the allowed lateness (every event of
  * the pane is then counted: the feature rows of an event come out of the account operators when
@@ -136,10 +137,8 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
 
     private final Params p;
     private transient int[] allOffsets, segOffsets, dimBases;
-    private transient int stride, size, nDims, nFeatures, maxField;
-    private transient HashMap<String, Integer>[] segmentIndex, levelIndex;
-    private transient int[] bins, segs, commas;
-    private transient String[] fieldText; // this event's af1 fields, each cut once (segments and levels share them)
+    private transient int stride, size, nDims, nFeatures;
+    private transient int[] bins, segs;
     private transient TreeMap<Long, Acc> open;
     private transient ArrayDeque<Acc> history;
     private transient long lastEmitted;
@@ -150,13 +149,12 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         this.p = p;
     }
 
-    /** The counter over {@code scored} ({@code payload, features, r}); the alerts are its {@link #ALERTS} side output. */
+    /** The counter over {@code scored} ({@code codes, r}); the alerts are its {@link #ALERTS} side output. */
     public static SingleOutputStreamOperator<Row> build(DataStream<Row> scored, Params p) {
         return scored.transform("drift-panes (bin counts per pane)", PANE_TYPE, new DriftPanes(p))
                 .setParallelism(1).setMaxParallelism(1);
     }
 
-    @SuppressWarnings("unchecked")
     private void layout() {
         nDims = p.segmentCounts.length;
         int f = p.nbins.length;
@@ -164,27 +162,8 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         if (p.featureKind == null || p.featureKind.length != f || p.segmentFields.length != nDims) {
             throw new IllegalArgumentException("drift panes: the reference's bins do not match the layout");
         }
-        segmentIndex = new HashMap[nDims];
-        maxField = Math.max(p.tsField, p.offsetField);
-        for (int d = 0, from = 0; d < nDims; d++) {
-            segmentIndex[d] = new HashMap<>();
-            for (int i = from; i < p.segmentValueEnds[d]; i++) segmentIndex[d].put(p.segmentValues[i], i - from);
-            from = p.segmentValueEnds[d];
-            maxField = Math.max(maxField, p.segmentFields[d]);
-        }
-        levelIndex = new HashMap[f];
-        for (int i = 0, from = 0; i < f; i++) {
-            if (p.featureKind[i] == Params.CATEGORICAL) {
-                levelIndex[i] = new HashMap<>();
-                for (int j = from; j < p.levelEnds[i]; j++) levelIndex[i].put(p.levelValues[j], p.levelBins[j]);
-                maxField = Math.max(maxField, p.featureSource[i]);
-            }
-            from = p.levelEnds[i];
-        }
         bins = new int[f];
         segs = new int[nDims];
-        commas = new int[maxField + 2];
-        fieldText = new String[maxField + 1];
         allOffsets = new int[f];
         int o = 0;
         for (int i = 0; i < f; i++) {
@@ -230,39 +209,22 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     @Override
     public void processElement(StreamRecord<Row> element) throws Exception {
         Row row = element.getValue();
-        String payload = (String) row.getField(0);
-        byte[] packed = (byte[]) row.getField(1);
-        String r = (String) row.getField(2);
+        byte[] codes = (byte[]) row.getField(0);
+        String r = (String) row.getField(1);
         if (r.length() > 1) {
             output.collect(ALERTS, new StreamRecord<>(Row.of(r.substring(1)), element.getTimestamp()));
         }
-        fieldBounds(payload);
-        java.util.Arrays.fill(fieldText, null);
-        long ts = Long.parseLong(payload, commas[p.tsField] + 1, commas[p.tsField + 1], 10);
-        long off = Long.parseLong(payload, commas[p.offsetField] + 1, commas[p.offsetField + 1], 10);
+        long ts = (long) LE_LONG.get(codes, 0);
+        long off = (long) LE_LONG.get(codes, 8);
         long start = Math.floorDiv(ts, p.windowMs) * p.windowMs;
         if (fireAt(start) <= currentWatermark() || start <= lastEmitted) {
             late.add(1); // cannot happen: late records are split off before the account operators
             return;
         }
-        for (int d = 0; d < nDims; d++) {
-            Integer s = segmentIndex[d].get(field(payload, p.segmentFields[d]));
-            segs[d] = s == null ? p.segmentCounts[d] - 1 : s;
-        }
+        for (int d = 0; d < nDims; d++) segs[d] = (char) LE_CHAR.get(codes, 16 + 2 * d);
+        int at = 16 + 2 * nDims;
         for (int i = 0; i < nFeatures; i++) {
-            switch (p.featureKind[i]) {
-                case Params.NUMERIC:
-                    bins[i] = binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i],
-                            readDouble(packed, 8 * p.featureSource[i]));
-                    break;
-                case Params.CATEGORICAL: {
-                    Integer b = levelIndex[i].get(field(payload, p.featureSource[i]));
-                    bins[i] = b == null ? p.nbins[i] - 1 : b;
-                    break;
-                }
-                default:
-                    bins[i] = r.charAt(0) - p.codeBase;
-            }
+            bins[i] = p.featureKind[i] == Params.SCORE ? r.charAt(0) - p.codeBase : (char) LE_CHAR.get(codes, at + 2 * i);
             if (bins[i] < 0 || bins[i] >= p.nbins[i]) {
                 throw new IllegalStateException("drift panes: bin " + bins[i] + " of feature " + i + " outside 0.."
                         + (p.nbins[i] - 1));
@@ -286,30 +248,129 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         }
     }
 
-    /** {@code commas[i]}: the index of the comma before field i (-1 for the first), up to maxField + 1. */
-    private void fieldBounds(String s) {
-        commas[0] = -1;
-        int at = -1;
-        for (int i = 1; i < commas.length; i++) {
-            if (at < s.length()) {
-                int next = s.indexOf(',', at + 1);
-                at = next < 0 ? s.length() : next;
-            }
-            commas[i] = at;
-        }
-    }
-
-    private String field(String s, int index) {
-        String t = fieldText[index];
-        if (t == null) t = fieldText[index] = s.substring(commas[index] + 1, commas[index + 1]);
-        return t;
-    }
-
+    private static final java.lang.invoke.VarHandle LE_LONG =
+            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final java.lang.invoke.VarHandle LE_CHAR =
+            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(char[].class, ByteOrder.LITTLE_ENDIAN);
     private static final java.lang.invoke.VarHandle LE_DOUBLE =
             java.lang.invoke.MethodHandles.byteArrayViewVarHandle(double[].class, ByteOrder.LITTLE_ENDIAN);
 
-    private static double readDouble(byte[] b, int at) {
-        return (double) LE_DOUBLE.get(b, at);
+    /**
+     * Bins each event where its features are computed, before the fast path: the feature rows
+     * {@code eid, payload, features} get a fourth column {@code codes BYTES}, little-endian: the
+     * event time (ms) and source offset as longs, then per segment dimension its value's index
+     * (kept values in order, the last for any other), then per feature its bin (0 for the score,
+     * whose bin the fast path adds), each an unsigned 16-bit integer. Only these bytes and the
+     * fast path's result travel on to the counter, not the payload and the packed features.
+     */
+    public static final class Codes implements MapFunction<Row, Row> {
+        private static final long serialVersionUID = 1L;
+        public static final RowTypeInfo TYPE = new RowTypeInfo(
+                new TypeInformation<?>[] {Types.STRING, Types.STRING, Types.PRIMITIVE_ARRAY(Types.BYTE),
+                        Types.PRIMITIVE_ARRAY(Types.BYTE)},
+                new String[] {"eid", "payload", "features", "codes"});
+        private final Params p;
+        private transient HashMap<String, Integer>[] segmentIndex, levelIndex;
+        private transient int[] commas;
+        private transient String[] fieldText; // this event's af1 fields, each cut once (segments and levels share them)
+        private transient int nDims, nFeatures;
+
+        public Codes(Params p) {
+            this.p = p;
+        }
+
+        /** The feature rows with their codes (chained to the operator that makes them). */
+        public static SingleOutputStreamOperator<Row> build(DataStream<Row> features, Params p) {
+            return features.map(new Codes(p), TYPE).name("drift bins per event").setParallelism(features.getParallelism());
+        }
+
+        @SuppressWarnings("unchecked")
+        private void setUp() {
+            nDims = p.segmentCounts.length;
+            nFeatures = p.nbins.length;
+            if (p.featureKind == null || p.featureKind.length != nFeatures || p.segmentFields.length != nDims) {
+                throw new IllegalArgumentException("drift bins: the reference's bins do not match the layout");
+            }
+            for (int n : p.nbins) {
+                if (n > 65536) throw new IllegalArgumentException("drift bins: " + n + " bins in one feature (at most 65536)");
+            }
+            for (int n : p.segmentCounts) {
+                if (n > 65536) throw new IllegalArgumentException("drift bins: " + n + " segments in one dimension (at most 65536)");
+            }
+            int maxField = Math.max(p.tsField, p.offsetField);
+            segmentIndex = new HashMap[nDims];
+            for (int d = 0, from = 0; d < nDims; d++) {
+                segmentIndex[d] = new HashMap<>();
+                for (int i = from; i < p.segmentValueEnds[d]; i++) segmentIndex[d].put(p.segmentValues[i], i - from);
+                from = p.segmentValueEnds[d];
+                maxField = Math.max(maxField, p.segmentFields[d]);
+            }
+            levelIndex = new HashMap[nFeatures];
+            for (int i = 0, from = 0; i < nFeatures; i++) {
+                if (p.featureKind[i] == Params.CATEGORICAL) {
+                    levelIndex[i] = new HashMap<>();
+                    for (int j = from; j < p.levelEnds[i]; j++) levelIndex[i].put(p.levelValues[j], p.levelBins[j]);
+                    maxField = Math.max(maxField, p.featureSource[i]);
+                }
+                from = p.levelEnds[i];
+            }
+            commas = new int[maxField + 2];
+            fieldText = new String[maxField + 1];
+        }
+
+        @Override
+        public Row map(Row row) {
+            if (commas == null) setUp();
+            String payload = (String) row.getField(1);
+            byte[] packed = (byte[]) row.getField(2);
+            fieldBounds(payload);
+            java.util.Arrays.fill(fieldText, null);
+            byte[] codes = new byte[16 + 2 * (nDims + nFeatures)];
+            LE_LONG.set(codes, 0, Long.parseLong(payload, commas[p.tsField] + 1, commas[p.tsField + 1], 10));
+            LE_LONG.set(codes, 8, Long.parseLong(payload, commas[p.offsetField] + 1, commas[p.offsetField + 1], 10));
+            for (int d = 0; d < nDims; d++) {
+                Integer s = segmentIndex[d].get(field(payload, p.segmentFields[d]));
+                LE_CHAR.set(codes, 16 + 2 * d, (char) (s == null ? p.segmentCounts[d] - 1 : s));
+            }
+            int at = 16 + 2 * nDims;
+            for (int i = 0; i < nFeatures; i++) {
+                int bin;
+                switch (p.featureKind[i]) {
+                    case Params.NUMERIC:
+                        bin = binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i],
+                                (double) LE_DOUBLE.get(packed, 8 * p.featureSource[i]));
+                        break;
+                    case Params.CATEGORICAL: {
+                        Integer b = levelIndex[i].get(field(payload, p.featureSource[i]));
+                        bin = b == null ? p.nbins[i] - 1 : b;
+                        break;
+                    }
+                    default:
+                        bin = 0; // the score: its bin comes with the fast path's result
+                }
+                LE_CHAR.set(codes, at + 2 * i, (char) bin);
+            }
+            return Row.of(row.getField(0), payload, packed, codes);
+        }
+
+        /** {@code commas[i]}: the index of the comma before field i (-1 for the first), up to maxField + 1. */
+        private void fieldBounds(String s) {
+            commas[0] = -1;
+            int at = -1;
+            for (int i = 1; i < commas.length; i++) {
+                if (at < s.length()) {
+                    int next = s.indexOf(',', at + 1);
+                    at = next < 0 ? s.length() : next;
+                }
+                commas[i] = at;
+            }
+        }
+
+        private String field(String s, int index) {
+            String t = fieldText[index];
+            if (t == null) t = fieldText[index] = s.substring(commas[index] + 1, commas[index + 1]);
+            return t;
+        }
     }
 
     /** {@code pipelines.drift.bin_index} over {@code e[from..to)}. */
