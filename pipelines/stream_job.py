@@ -14,6 +14,11 @@ One topology, two sources (a wire file for the embedded default, a Kafka topic i
       fast path: pandas UDF on Arrow batches (xgboost)      the fast score of every event, and the
                                                               alert message of those at the threshold
       decoded events --graph--> pandas UDF batches          GraphStore writes (idempotent)
+      with drift on (DriftPanes.java):
+        Codes, chained to the join                          each event's bins and segments
+        DriftPanes (parallelism 1)                          bin counts per pane; the alerts
+        pane scoring: Python table function, own task       drift records and drift alerts, one
+        SplitLines                                            JSON row per pane, split in the JVM
 
 Records arrive in the compact wire form (:meth:`auditflow.records.TransactionEvent.to_wire`),
 written by the one line reader (:mod:`ingest.amlworld`) at ingestion: ``auditflow produce`` for
