@@ -56,6 +56,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from auditflow.errors import FieldError
+from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.money import CURRENCIES, Money
 from auditflow.records import AccountRef, Alert, ts_to_wire
@@ -215,10 +216,7 @@ def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = 
         return _page([m.to_dict() for m in found], offset, limit)
 
     def _lines(path: Path) -> list[dict]:
-        if not path.exists():
-            return []
-        with open(path, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        return read_json_lines(path, missing_ok=True)
 
     @app.get("/alerts", dependencies=auth)
     async def alerts(offset: Offset = 0, limit: Limit | None = None):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditflow.errors import ConfigError
+from auditflow.jsonlines import iter_json_lines, read_json_lines
 from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent, epoch_millis
 from auditflow.settings import Settings
 from auditflow.version import code_version
@@ -664,12 +665,7 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
     paths = RunPaths.under(settings.out_dir)
     row = None
     if paths.alerts.exists():
-        with open(paths.alerts, encoding="utf-8") as fh:
-            for line in fh:
-                d = json.loads(line)
-                if d.get("alert_id") == alert_id:
-                    row = d
-                    break
+        row = next((d for d in iter_json_lines(paths.alerts) if d.get("alert_id") == alert_id), None)
     if row is None:
         raise LookupError(f"no alert {alert_id!r} in {paths.alerts} (run the pipeline first)")
     if "input_sha256" not in row:
@@ -699,14 +695,12 @@ def load_period_alerts(settings: Settings) -> list:
     if not path.exists():
         return []
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            alert = Alert.from_dict({k: d[k] for k in ("schema", "alert_id", "event", "score", "threshold",
-                                                        "model_digest", "features")})
-            report = Path(d["report"]).name if d.get("report") else None
-            out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"),
-                                   d.get("deep_ms")))
+    for d in iter_json_lines(path):
+        alert = Alert.from_dict({k: d[k] for k in ("schema", "alert_id", "event", "score", "threshold",
+                                                    "model_digest", "features")})
+        report = Path(d["report"]).name if d.get("report") else None
+        out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"),
+                               d.get("deep_ms")))
     return out
 
 
@@ -1140,15 +1134,7 @@ _STATUS_RANK = {s: i for i, s in enumerate(("drift", "warn", "ok", "insufficient
 
 def read_drift_records(path: str | Path) -> list[dict]:
     """Drift records (or alerts) from a JSON-lines file (``drift_scores.jsonl`` of a run)."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except ValueError as e:
-                    raise ValueError(f"{path}:{n}: not a JSON record ({e})") from None
-    return out
+    return read_json_lines(path)
 
 
 def drift_view(records: Sequence[dict], alerts: Sequence[dict] = (), *, metric: str = "psi",
