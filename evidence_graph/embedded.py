@@ -63,11 +63,8 @@ from evidence_graph.store import (
     Direction,
     Expansion,
     GraphEdge,
-    GraphQueryTimeout,
     GraphStore,
     MicrosExpansion,
-    check_direction,
-    check_limit,
     to_micros,
 )
 

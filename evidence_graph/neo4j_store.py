@@ -59,8 +59,6 @@ from evidence_graph.store import (
     GraphQueryTimeout,
     GraphStore,
     MicrosExpansion,
-    check_direction,
-    check_limit,
     to_micros,
     unique_events,
 )

@@ -349,7 +349,6 @@ def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | N
     if view.is_hub(end_):
         return None
     down = direction == "out"
-    back = "in" if down else "out"
     first_hop = view.one_off([end_], direction)[end_]
     mids = [e.dst if down else e.src for e in first_hop]
     second = view.one_off(mids, direction)
@@ -734,8 +733,6 @@ def detect_typologies(
     payers = [e.src for e in view.one_off([node_id], "in")[node_id]]
     payees = [e.dst for e in view.one_off([node_id], "out")[node_id]]
     found: dict[tuple[str, tuple[str, ...]], TypologyMatch] = {}
-
-    edge_of: dict[str, GraphEdge] = {}
 
     def add(m: TypologyMatch | None) -> None:
         if m is None:  # shapes around the account it takes no part in still explain its neighbours'

@@ -51,7 +51,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import re
 import threading
 import time
