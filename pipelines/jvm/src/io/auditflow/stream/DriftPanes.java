@@ -121,6 +121,13 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             this.levelEnds = levelEnds;
             return this;
         }
+
+        /** Fails unless the bins ({@link #bins}) were given and match the layout's sizes. */
+        void checkBins(String who) {
+            if (featureKind == null || featureKind.length != nbins.length || segmentFields.length != segmentCounts.length) {
+                throw new IllegalArgumentException(who + ": the reference's bins do not match the layout");
+            }
+        }
     }
 
     private static final class Acc {
@@ -159,9 +166,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         nDims = p.segmentCounts.length;
         int f = p.nbins.length;
         nFeatures = f;
-        if (p.featureKind == null || p.featureKind.length != f || p.segmentFields.length != nDims) {
-            throw new IllegalArgumentException("drift panes: the reference's bins do not match the layout");
-        }
+        p.checkBins("drift panes");
         bins = new int[f];
         segs = new int[nDims];
         allOffsets = new int[f];
@@ -288,9 +293,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         private void setUp() {
             nDims = p.segmentCounts.length;
             nFeatures = p.nbins.length;
-            if (p.featureKind == null || p.featureKind.length != nFeatures || p.segmentFields.length != nDims) {
-                throw new IllegalArgumentException("drift bins: the reference's bins do not match the layout");
-            }
+            p.checkBins("drift bins");
             for (int n : p.nbins) {
                 if (n > 65536) throw new IllegalArgumentException("drift bins: " + n + " bins in one feature (at most 65536)");
             }
