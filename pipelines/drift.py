@@ -266,20 +266,35 @@ class DriftRecord:
 
     def to_json(self) -> str:
         """``json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)``, built directly
-        in one format (the stream job writes one per record)."""
-        for k in _FLOAT_FIELDS:
-            if not math.isfinite(getattr(self, k)):
-                raise ValueError(f"drift record {self.key}: {k}={getattr(self, k)!r} is not finite")
-        return _RECORD_JSON % (
-            _encode_str(self.model_version), _encode_str(self.reference_id), _encode_str(self.feature),
-            _encode_str(self.segment), int.__repr__(self.window_start), int.__repr__(self.window_end),
-            _encode_str(self.metric), _num(self.value), _num(self.warn_threshold), _num(self.drift_threshold),
-            _encode_str(self.status), _num(self.p_value), "true" if self.significant else "false",
-            int.__repr__(self.n_ref), int.__repr__(self.n_cur), _num(self.out_of_reference), _num(self.alpha),
-            int.__repr__(self.calibration_n), int.__repr__(self.events),
-            "null" if self.first_offset is None else int.__repr__(self.first_offset),
-            "null" if self.last_offset is None else int.__repr__(self.last_offset),
-            ",".join(map(int.__repr__, self.counts)))
+        in one format (the stream job writes one per record: :func:`records_json`)."""
+        return self._head_json() + self._metric_json() + self._tail_json()
+
+    # The record's JSON in three parts: the block's key, the metric's result, the window's sizes
+    # and counts; the metrics of one block (consecutive records) share the first and the last.
+    def _head_json(self) -> str:
+        return _HEAD_JSON % (_encode_str(self.model_version), _encode_str(self.reference_id),
+                             _encode_str(self.feature), _encode_str(self.segment), int.__repr__(self.window_start),
+                             int.__repr__(self.window_end))
+
+    def _metric_json(self) -> str:
+        self._check_finite(self.value, self.warn_threshold, self.drift_threshold, self.p_value)
+        return _METRIC_JSON % (_encode_str(self.metric), _num(self.value), _num(self.warn_threshold),
+                               _num(self.drift_threshold), _encode_str(self.status), _num(self.p_value),
+                               "true" if self.significant else "false")
+
+    def _tail_json(self) -> str:
+        self._check_finite(self.out_of_reference, self.alpha)
+        return _TAIL_JSON % (int.__repr__(self.n_ref), int.__repr__(self.n_cur), _num(self.out_of_reference),
+                             _num(self.alpha), int.__repr__(self.calibration_n), int.__repr__(self.events),
+                             "null" if self.first_offset is None else int.__repr__(self.first_offset),
+                             "null" if self.last_offset is None else int.__repr__(self.last_offset),
+                             ",".join(map(int.__repr__, self.counts)))
+
+    def _check_finite(self, *values) -> None:
+        for v in values:
+            if not math.isfinite(v):
+                bad = [k for k in _FLOAT_FIELDS if not math.isfinite(getattr(self, k))]
+                raise ValueError(f"drift record {self.key}: {bad[0]}={getattr(self, bad[0])!r} is not finite")
 
     @classmethod
     def from_dict(cls, d: dict) -> DriftRecord:
@@ -296,13 +311,37 @@ class DriftRecord:
 
 
 _FLOAT_FIELDS = ("value", "warn_threshold", "drift_threshold", "p_value", "out_of_reference", "alpha")
-_RECORD_JSON = ('{"schema":' + json.dumps(RECORD_SCHEMA) + ',"model_version":%s,"reference_id":%s,"feature":%s,'
-                '"segment":%s,"window_start":%s,"window_end":%s,"metric":%s,"value":%s,"warn_threshold":%s,'
-                '"drift_threshold":%s,"status":%s,"p_value":%s,"significant":%s,"n_ref":%s,"n_cur":%s,'
-                '"out_of_reference":%s,"alpha":%s,"calibration_n":%s,"events":%s,"first_offset":%s,'
-                '"last_offset":%s,"counts":[%s]}')
-if re.findall(r'"(\w+)":\[?%s', _RECORD_JSON) != list(DriftRecord.__slots__):
-    raise RuntimeError("_RECORD_JSON must name DriftRecord's fields in their order")
+_HEAD_JSON = ('{"schema":' + json.dumps(RECORD_SCHEMA) + ',"model_version":%s,"reference_id":%s,"feature":%s,'
+              '"segment":%s,"window_start":%s,"window_end":%s,')
+_METRIC_JSON = '"metric":%s,"value":%s,"warn_threshold":%s,"drift_threshold":%s,"status":%s,"p_value":%s,"significant":%s,'
+_TAIL_JSON = ('"n_ref":%s,"n_cur":%s,"out_of_reference":%s,"alpha":%s,"calibration_n":%s,"events":%s,"first_offset":%s,'
+              '"last_offset":%s,"counts":[%s]}')
+if re.findall(r'"(\w+)":\[?%s', _HEAD_JSON + _METRIC_JSON + _TAIL_JSON) != list(DriftRecord.__slots__):
+    raise RuntimeError("_HEAD_JSON, _METRIC_JSON and _TAIL_JSON must name DriftRecord's fields in their order")
+
+
+def records_json(records: Iterable[DriftRecord]) -> str:
+    """``"\n".join(r.to_json() for r in records)``, built faster: consecutive records of one
+    block (a pane's metrics of one feature and segment, as :meth:`PaneScorer.score` orders them)
+    share the text of their key and of their sizes and counts."""
+    lines: list[str] = []
+    head_key = tail_key = None
+    head = tail = ""
+    for r in records:
+        hk = (r.model_version, r.reference_id, r.feature, r.segment, r.window_start, r.window_end)
+        if hk != head_key:
+            head_key, head = hk, r._head_json()
+        tk = (r.n_ref, r.n_cur, _float_key(r.out_of_reference), _float_key(r.alpha), r.calibration_n, r.events,
+              r.first_offset, r.last_offset, r.counts)
+        if tk != tail_key:
+            tail_key, tail = tk, r._tail_json()
+        lines.append(head + r._metric_json() + tail)
+    return "\n".join(lines)
+
+
+def _float_key(v) -> tuple:
+    """Equal for two numbers exactly when they print the same (1 and 1.0, 0.0 and -0.0 do not; NaN never)."""
+    return v.__class__, v, math.copysign(1.0, v)
 
 
 def _num(v) -> str:
@@ -403,18 +442,8 @@ def bin_indices(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
         return np.where(~np.isfinite(v) | (v > e[-1]), interior + 1, out)
 
 
-#: The score's bin travels from the fast path to the JVM counter as one character: bin + CODE_BASE
-#: (printable, one UTF-16 unit).
-CODE_BASE = 32
-
 #: The af1 field each segment dimension (and the categorical feature of that name) is read from.
 SEGMENT_FIELDS = {"payment_format": "payment_format", "currency": "paid_currency", "bank": "from_bank"}
-
-
-def score_codes(profile: Profile, scores: np.ndarray) -> list[str]:
-    """Per event, its score's bin as one character (bin + CODE_BASE)."""
-    codes = np.ascontiguousarray(bin_indices(profile.edges[SCORE], scores) + CODE_BASE, dtype="<u4")
-    return codes.view("<U1").tolist()
 
 
 @dataclass(frozen=True)
@@ -422,7 +451,7 @@ class JvmBins:
     """The reference's bins as flat arrays for the JVM counter (``DriftPanes.Params.bins``):
     per dimension its af1 field and kept values; per feature its kind (NUMERIC: a column of the
     packed features, with its edges; CATEGORICAL: an af1 field, with (value, bin) pairs for the
-    kept levels and the reference's other levels; SCORE: the fast path's code)."""
+    kept levels and the reference's other levels; SCORE: the fast path's score, with its edges)."""
 
     segment_fields: tuple[int, ...]
     segment_values: tuple[str, ...]
@@ -463,6 +492,7 @@ class JvmBins:
             elif f == SCORE:
                 kind.append(cls.SCORE)
                 source.append(-1)
+                edges.extend(float(e) for e in profile.edges[f])
             elif f in feature_columns:
                 kind.append(cls.NUMERIC)
                 source.append(list(feature_columns).index(f))

@@ -251,16 +251,16 @@ def _reject_json(field_expr: str, value_expr: str, reason_expr: str, stage: str)
 
 def _alert_udf(spec: StreamSpec):
     """The fast path in one Python stage: score each Arrow batch, and build the alert message of
-    the rows at or above the threshold (NULL for the rest). With drift on, every row's result
-    starts with its score's drift bin as one character (:func:`pipelines.drift.score_codes`; the
-    JVM, ``DriftPanes.Codes``, bins the features and segments itself); the alert message,
-    if any, follows it."""
+    the rows at or above the threshold (NULL for the rest). With drift on, the result is a row
+    ``(s DOUBLE, m STRING)``: every event's score (the JVM counter bins it, ``DriftPanes``) and
+    the alert message or NULL; a score column of doubles costs the Arrow transfer far less than a
+    string per event."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import ScalarFunction, udf
 
     class FastPath(ScalarFunction):
-        def __init__(self, factory, drift):
-            self.factory, self.drift = factory, drift
+        def __init__(self, factory, with_drift: bool):
+            self.factory, self.with_drift = factory, with_drift
 
         def open(self, function_context):
             exit_with_taskmanager()
@@ -269,12 +269,6 @@ def _alert_udf(spec: StreamSpec):
             if len(scorer) > 3 and tuple(scorer[3]) != tuple(FEATURE_NAMES):
                 raise ValueError(f"model {self.digest[:12]} was trained on other features than this job computes: "
                                  "retrain it (auditflow train)")
-            if self.drift is not None:
-                from pipelines.drift import SCORE, score_codes
-
-                profile = self.drift.profile
-                self.codes = ((lambda scores: score_codes(profile, scores)) if SCORE in profile.features
-                              else (lambda scores: [" "] * len(scores)))
 
         def eval(self, payload, packed):
             import numpy as np
@@ -284,20 +278,23 @@ def _alert_udf(spec: StreamSpec):
             scores = np.asarray(self.predict(X), dtype=np.float64)
             hits = np.flatnonzero(scores >= self.threshold)
             payloads = payload.tolist() if len(hits) else None
-            out = [None] * len(scores) if self.drift is None else self.codes(scores)
+            out = [None] * len(scores)
             for i in hits.tolist():
-                msg = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
-                                  "score": float(scores[i]),
-                                  "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
-                                  "model": self.digest}, separators=(",", ":"))
-                out[i] = msg if self.drift is None else out[i] + msg
-            return pd.Series(out, dtype=object)
+                out[i] = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
+                                     "score": float(scores[i]),
+                                     "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
+                                     "model": self.digest}, separators=(",", ":"))
+            if not self.with_drift:
+                return pd.Series(out, dtype=object)
+            return pd.DataFrame({"s": scores, "m": pd.Series(out, dtype=object)})
 
         def is_deterministic(self):
             return False
 
-    return udf(FastPath(spec.scorer_factory, spec.drift), input_types=[DataTypes.STRING(), DataTypes.BYTES()],
-               result_type=DataTypes.STRING(), func_type="pandas")
+    result = (DataTypes.STRING() if spec.drift is None else
+              DataTypes.ROW([DataTypes.FIELD("s", DataTypes.DOUBLE()), DataTypes.FIELD("m", DataTypes.STRING())]))
+    return udf(FastPath(spec.scorer_factory, spec.drift is not None), input_types=[DataTypes.STRING(), DataTypes.BYTES()],
+               result_type=result, func_type="pandas")
 
 
 def _drift_udtf(spec: StreamSpec):
@@ -321,7 +318,7 @@ def _drift_udtf(spec: StreamSpec):
             self.memo: dict = {}
 
         def eval(self, start, panes):
-            from pipelines.drift import decode_panes, rule_alerts
+            from pipelines.drift import decode_panes, records_json, rule_alerts
 
             history, keep = [], set()
             for pane, digest in decode_panes(panes, self.scorer.layout.size):
@@ -336,7 +333,7 @@ def _drift_udtf(spec: StreamSpec):
             # one row per pane and kind, the records' JSON lines joined by newlines (split into
             # one row each in the JVM: SplitLines.java)
             if history[-1]:
-                yield "S", "\n".join([r.to_json() for r in history[-1]])
+                yield "S", records_json(history[-1])
             alerts = rule_alerts(self.drift.rules, history, self.memo)
             if alerts:
                 yield "X", "\n".join([json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -459,7 +456,7 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
 
 def _drift_params(spec: StreamSpec, gateway):
     """The JVM counter's layout and the reference's bins (``DriftPanes.Params``)."""
-    from pipelines.drift import CODE_BASE, JvmBins, Layout, history_needed
+    from pipelines.drift import JvmBins, Layout, history_needed
 
     layout = Layout.of(spec.drift.profile)
     bins = JvmBins.of(spec.drift.profile, FEATURE_NAMES, WIRE_FIELDS)
@@ -467,7 +464,7 @@ def _drift_params(spec: StreamSpec, gateway):
     strings = lambda xs: _string_array(gateway, xs)  # noqa: E731
     return gateway.jvm.io.auditflow.stream.DriftPanes.Params(
         spec.drift.window_minutes * 60_000, spec.allowed_lateness_ms, ints(layout.segment_counts), ints(layout.nbins),
-        ints(layout.segment_features), history_needed(spec.drift.rules), CODE_BASE, WIRE_FIELDS.index("ts_ms"),
+        ints(layout.segment_features), history_needed(spec.drift.rules), WIRE_FIELDS.index("ts_ms"),
         WIRE_FIELDS.index("source_offset"), spec.drift.max_gap_panes).bins(
         ints(bins.segment_fields), strings(bins.segment_values), ints(bins.segment_value_ends),
         ints(bins.feature_kind), ints(bins.feature_source), _double_array(gateway, bins.edges), ints(bins.edge_ends),
@@ -475,7 +472,7 @@ def _drift_params(spec: StreamSpec, gateway):
 
 
 def _drift_topology(t_env, spec: StreamSpec, gateway, params):
-    """Scored rows (the events' drift codes + the fast path's result) through the JVM pane
+    """Scored rows (the events' drift codes + the fast path's score and message) through the JVM pane
     counter; alerts split off there, panes scored by :func:`_drift_udtf`."""
     from pyflink.datastream.data_stream import DataStream
 

@@ -161,6 +161,16 @@ def test_a_record_as_json_is_what_the_json_module_writes():
     bad = recs[0].__class__(**{**{k: getattr(recs[0], k) for k in recs[0].__slots__}, "value": math.nan})
     with pytest.raises(ValueError, match="value=nan"):
         bad.to_json()
+    # the stream job's lines: one per record, the json module's text, also where consecutive
+    # records differ only in how a number prints (1 and 1.0, 0.0 and -0.0)
+    like = lambda r, **kw: r.__class__(**{**{k: getattr(r, k) for k in r.__slots__}, **kw})  # noqa: E731
+    tricky = [recs[0], like(recs[0], alpha=1), like(recs[0], alpha=1.0), like(recs[0], out_of_reference=-0.0),
+              like(recs[0], out_of_reference=0.0)]
+    for batch in (recs, tricky):
+        lines = P.records_json(batch).split("\n")
+        assert lines == [json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False) for r in batch]
+    with pytest.raises(ValueError, match="out_of_reference=inf"):
+        P.records_json([recs[0], like(recs[0], out_of_reference=math.inf)])
 
 
 def test_records_carry_their_counts_and_a_day_is_the_sum_of_its_hours_records():

@@ -33,11 +33,10 @@ import java.util.TreeMap;
  * computed in the JVM from the reference's frozen edges and levels ({@link Params}), by
  * {@link Codes} where each event's features are made: the numeric features from the packed
  * feature doubles the account operators computed, the segments and categorical features from the
- * af1 record's fields. Only the score's bin comes from Python, the first character of the fast
- * path's result.
+ * af1 record's fields; the score, which only the fast path knows, here from its result.
  *
- * <p>Input rows: {@code codes BYTES} (from {@link Codes}) and {@code r STRING}: the score's bin
- * (code + {@link Params#codeBase}), then the alert message when the event alerts. Alert messages go to
+ * <p>Input rows: {@code codes BYTES} (from {@link Codes}) and {@code r ROW<s DOUBLE, m STRING>}:
+ * the fast path's score and, when the event alerts, its alert message. Alert messages go to
  * {@link #ALERTS}; the main output is one row per pane, {@code start BIGINT, panes BYTES},
  * emitted once the watermark has passed the pane's end plus the allowed lateness (every event of
  * the pane is then counted: the feature rows of an event come out of the account operators when
@@ -68,7 +67,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     /** The layout's sizes (the same that {@code pipelines.drift.Layout} derives its offsets from)
      * and the reference's bins. */
     public static final class Params implements Serializable {
-        private static final long serialVersionUID = 2L;
+        private static final long serialVersionUID = 3L;
         public static final int NUMERIC = 0, CATEGORICAL = 1, SCORE = 2;
         public long windowMs;
         public long latenessMs;
@@ -76,7 +75,6 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         public int[] nbins; // per feature
         public int[] segmentFeatures; // feature indices scored within segments
         public int history;
-        public int codeBase;
         public int tsField;
         public int offsetField;
         public int maxGapPanes;
@@ -85,21 +83,20 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         public int[] segmentValueEnds;
         public int[] featureKind; // per feature: NUMERIC, CATEGORICAL or SCORE
         public int[] featureSource; // NUMERIC: its column in the packed features; CATEGORICAL: its af1 field
-        public double[] edges; // NUMERIC features' edges (flat; edgeEnds)
+        public double[] edges; // NUMERIC features' and the SCORE's edges (flat; edgeEnds)
         public int[] edgeEnds;
         public String[] levelValues; // CATEGORICAL features' (value, bin) pairs (flat; levelEnds)
         public int[] levelBins;
         public int[] levelEnds;
 
         public Params(long windowMs, long latenessMs, int[] segmentCounts, int[] nbins, int[] segmentFeatures,
-                      int history, int codeBase, int tsField, int offsetField, int maxGapPanes) {
+                      int history, int tsField, int offsetField, int maxGapPanes) {
             this.windowMs = windowMs;
             this.latenessMs = latenessMs;
             this.segmentCounts = segmentCounts;
             this.nbins = nbins;
             this.segmentFeatures = segmentFeatures;
             this.history = history;
-            this.codeBase = codeBase;
             this.tsField = tsField;
             this.offsetField = offsetField;
             this.maxGapPanes = maxGapPanes;
@@ -156,7 +153,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         this.p = p;
     }
 
-    /** The counter over {@code scored} ({@code codes, r}); the alerts are its {@link #ALERTS} side output. */
+    /** The counter over {@code scored} ({@code codes, r(s, m)}); the alerts are its {@link #ALERTS} side output. */
     public static SingleOutputStreamOperator<Row> build(DataStream<Row> scored, Params p) {
         return scored.transform("drift-panes (bin counts per pane)", PANE_TYPE, new DriftPanes(p))
                 .setParallelism(1).setMaxParallelism(1);
@@ -215,9 +212,10 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     public void processElement(StreamRecord<Row> element) throws Exception {
         Row row = element.getValue();
         byte[] codes = (byte[]) row.getField(0);
-        String r = (String) row.getField(1);
-        if (r.length() > 1) {
-            output.collect(ALERTS, new StreamRecord<>(Row.of(r.substring(1)), element.getTimestamp()));
+        Row r = (Row) row.getField(1);
+        Object message = r.getField(1);
+        if (message != null) {
+            output.collect(ALERTS, new StreamRecord<>(Row.of(message), element.getTimestamp()));
         }
         long ts = (long) LE_LONG.get(codes, 0);
         long off = (long) LE_LONG.get(codes, 8);
@@ -229,7 +227,9 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         for (int d = 0; d < nDims; d++) segs[d] = (char) LE_CHAR.get(codes, 16 + 2 * d);
         int at = 16 + 2 * nDims;
         for (int i = 0; i < nFeatures; i++) {
-            bins[i] = p.featureKind[i] == Params.SCORE ? r.charAt(0) - p.codeBase : (char) LE_CHAR.get(codes, at + 2 * i);
+            bins[i] = p.featureKind[i] == Params.SCORE
+                    ? binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i], (Double) r.getField(0))
+                    : (char) LE_CHAR.get(codes, at + 2 * i);
             if (bins[i] < 0 || bins[i] >= p.nbins[i]) {
                 throw new IllegalStateException("drift panes: bin " + bins[i] + " of feature " + i + " outside 0.."
                         + (p.nbins[i] - 1));
@@ -265,7 +265,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
      * {@code eid, payload, features} get a fourth column {@code codes BYTES}, little-endian: the
      * event time (ms) and source offset as longs, then per segment dimension its value's index
      * (kept values in order, the last for any other), then per feature its bin (0 for the score,
-     * whose bin the fast path adds), each an unsigned 16-bit integer. Only these bytes and the
+     * which the counter bins from the fast path's result), each an unsigned 16-bit integer. Only these bytes and the
      * fast path's result travel on to the counter, not the payload and the packed features.
      */
     public static final class Codes implements MapFunction<Row, Row> {
@@ -349,7 +349,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
                         break;
                     }
                     default:
-                        bin = 0; // the score: its bin comes with the fast path's result
+                        bin = 0; // the score: binned by the counter, from the fast path's result
                 }
                 LE_CHAR.set(codes, at + 2 * i, (char) bin);
             }
