@@ -13,16 +13,17 @@ Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
     the writes pass ``--neo4j-budget`` seconds (default 600) they stop there, the rate is the
     rate so far and the headline says ``neo4j_partial=1``; the traces then run on exactly the
     edges written (the embedded store gets the same subset).
-(b) **Traces**: :func:`trace_evidence`, 5 hops, direction out, default fan-out cap, on Neo4j and
-    on the embedded :class:`NetworkxGraphStore` holding the same edges; roots drawn with a
-    seeded RNG among accounts that sent money; without a window, and with the deep path's
-    window (the root's event time +- 3 days, like ``auditflow.flow.run_deep_path``). Per root the
-    backends run back to back, in alternating order (noise hits both alike), and must give the
-    same ``trace_id``. The embedded store is timed twice: as is, and with ``gc.freeze()`` around
-    the trace (``embedded_gcfrozen``): with a million edges in the process, Python's cyclic GC
-    full collections (seconds each) land inside some traces and make the embedded p99. A few
-    warm-up traces on other roots run first (Neo4j query plans; the embedded per-node sort cache
-    is *not* pre-filled beyond those).
+(b) **Traces**: :func:`trace_evidence` (time-respecting: money flows forward in time along each
+    path, each hop within the hop horizon of the one before), 5 hops, direction out, default
+    fan-out cap, on Neo4j and on the embedded :class:`NetworkxGraphStore` holding the same edges;
+    roots drawn with a seeded RNG among accounts that sent money, each from one of its transfers'
+    times; without a window, and with the deep path's window (from that time to the trace
+    horizon after it, like ``auditflow.flow.run_deep_path``). Per root the backends run back to
+    back, in alternating order (noise hits both alike), and must give the same ``trace_id``. The
+    embedded store is timed twice: as is, and with ``gc.freeze()`` around the trace
+    (``embedded_gcfrozen``): with a million edges in the process, Python's cyclic GC full
+    collections (seconds each) land inside some traces and make the embedded p99. A few warm-up
+    traces on other roots run first (Neo4j query plans, the embedded store's first lookups).
 (c) **Kafka -> Flink -> Kafka**: :func:`auditflow.flow.run_kafka_job` (the app's entry to
     :mod:`pipelines.kafka_job`, imported lazily; if it is missing or fails,
     ``kafka_flink_events_per_s=na`` and the reason goes to stderr) on a local MiniCluster,
@@ -70,7 +71,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -78,11 +78,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from auditflow.limits import DEFAULT_TRACE_HORIZON  # noqa: E402
+
 DAYS = 10
 # AMLworld density: HI-Small holds ~5.1M transfers between ~515k accounts over ~10 busy days, about
 # 1 a day per account. (ingest.synthetic's default, 4.5, makes every 5-hop trace the whole graph.)
 TX_PER_ACCOUNT_DAY = 1.0
-TRACE_WINDOW = timedelta(days=3)  # = auditflow.flow.TRACE_WINDOW
+TRACE_HORIZON = DEFAULT_TRACE_HORIZON  # the deep path's window: the alert's time to this after it (settings.trace_horizon)
 log = functools.partial(print, file=sys.stderr, flush=True)
 
 
@@ -171,7 +173,7 @@ def trace_pass(stores: dict, roots, windowed: bool, budget_s: float = float("inf
     for i, (root, ts) in enumerate(roots):
         if time.perf_counter() > deadline:
             break
-        window = (ts - TRACE_WINDOW, ts + TRACE_WINDOW) if windowed else None
+        window = (ts, ts + TRACE_HORIZON) if windowed else None
         ids = set()
         for name in order if i % 2 == 0 else order[::-1]:
             store, freeze = stores[name]

@@ -153,10 +153,13 @@ def _party(ref) -> str:
 
 
 def _reasons_text(reason_codes: Sequence[ReasonCode], n: int = 3) -> str:
+    """The ``n`` factors that raised the score most, in the reason codes' order, each as its
+    description, its value and its exact share: ``amount paid, in USD: 297.3 (raised the
+    log-odds by 0.31)``."""
     up = [rc for rc in reason_codes if rc.contribution > 0][:n]
     if not up:
         return "no factor raised the score"
-    return "; ".join(f"{rc.description} = {number_text(rc.value)} (SHAP +{number_text(rc.contribution)})"
+    return "; ".join(f"{rc.description}: {number_text(rc.value)} (raised the log-odds by {number_text(rc.contribution)})"
                      for rc in up)
 
 

@@ -86,6 +86,16 @@ def test_pdf_shows_each_reason_code_exactly(rendered):
         assert repr(rc.contribution) in text
 
 
+def test_the_summary_names_the_factors_that_raised_the_score_with_their_values(rendered):
+    _, _, text = rendered
+    flowed = " ".join(text.split())
+    up = [rc for rc in make_reason_codes() if rc.contribution > 0][:3]
+    expected = "; ".join(f"{rc.description}: {rc.value!r} (raised the log-odds by {rc.contribution!r})" for rc in up)
+    assert f"Strongest factors: {expected}." in flowed
+    sentence = flowed.split("Strongest factors: ", 1)[1].split(". Typologies", 1)[0]
+    assert "currencies differ" not in sentence  # a factor that lowered the score is not among them
+
+
 def test_money_appears_exactly_as_in_the_input(rendered):
     _, _, text = rendered
     assert "0.025852 Bitcoin" in text  # the alerted Bitcoin amount, not 0.02585200 or 2.5852e-2
