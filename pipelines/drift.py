@@ -842,3 +842,37 @@ def load_drift_spec(reference: str | Path, window_minutes: int = D.DEFAULT_DRIFT
         return DriftSpec(profile, window_minutes, rules)
     except ValueError as e:
         raise ValueError(f"{reference}: {e}") from None
+
+
+class PaneScoring:
+    """The stream job's pane scoring: each row of ``DriftPanes.java`` (a pane and the panes before
+    it) to ``('S', drift records)`` and ``('X', drift alerts)`` rows, each the JSON lines of that
+    kind joined by newlines. A function of its input row alone (the panes before come with it),
+    so a restored job scores and alerts as an uninterrupted one; what it keeps between rows is a
+    cache (scored panes, by content, and the calibrations)."""
+
+    def __init__(self, spec: DriftSpec):
+        self.spec = spec
+        self.scorer = PaneScorer(spec.profile, spec.window_minutes)
+        self.cache: dict[tuple[int, bytes], list[DriftRecord]] = {}
+        self.memo: dict = {}
+
+    def rows(self, panes: bytes) -> list[tuple[str, str]]:
+        history, keep = [], set()
+        for pane, digest in decode_panes(panes, self.scorer.layout.size):
+            key = (pane.start, digest)
+            keep.add(key)
+            recs = self.cache.get(key)
+            if recs is None:
+                recs = self.cache[key] = self.scorer.score(pane)
+            history.append(recs)
+        for k in [k for k in self.cache if k not in keep]:
+            del self.cache[k]
+        out = []
+        if history and history[-1]:
+            out.append(("S", records_json(history[-1])))
+        alerts = rule_alerts(self.spec.rules, history, self.memo)
+        if alerts:
+            out.append(("X", "\n".join([json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
+                                        for a in alerts])))
+        return out

@@ -298,10 +298,9 @@ def _alert_udf(spec: StreamSpec):
 
 
 def _drift_udtf(spec: StreamSpec):
-    """Scores each pane the JVM counted (:class:`pipelines.drift.PaneScorer`) and runs the alert
-    rules over it and the panes before it: rows ``('S', drift record JSON)`` and ``('X', drift
-    alert JSON)``. A function of its input row alone (the panes before come with it), so a
-    restored job scores and alerts as an uninterrupted one."""
+    """Scores each pane the JVM counted and runs the alert rules over it and the panes before it
+    (:class:`pipelines.drift.PaneScoring`): rows ``('S', drift records' JSON lines)`` and
+    ``('X', drift alerts' JSON lines)``, split into one row per line in the JVM (SplitLines.java)."""
     from pyflink.table import DataTypes
     from pyflink.table.udf import TableFunction, udtf
 
@@ -310,34 +309,13 @@ def _drift_udtf(spec: StreamSpec):
             self.drift = drift
 
         def open(self, function_context):
-            from pipelines.drift import PaneScorer
+            from pipelines.drift import PaneScoring
 
             exit_with_taskmanager()
-            self.scorer = PaneScorer(self.drift.profile, self.drift.window_minutes)
-            self.cache: dict[tuple[int, bytes], list] = {}
-            self.memo: dict = {}
+            self.scoring = PaneScoring(self.drift)
 
         def eval(self, start, panes):
-            from pipelines.drift import decode_panes, records_json, rule_alerts
-
-            history, keep = [], set()
-            for pane, digest in decode_panes(panes, self.scorer.layout.size):
-                key = (pane.start, digest)
-                keep.add(key)
-                recs = self.cache.get(key)
-                if recs is None:
-                    recs = self.cache[key] = self.scorer.score(pane)
-                history.append(recs)
-            for k in [k for k in self.cache if k not in keep]:
-                del self.cache[k]
-            # one row per pane and kind, the records' JSON lines joined by newlines (split into
-            # one row each in the JVM: SplitLines.java)
-            if history[-1]:
-                yield "S", records_json(history[-1])
-            alerts = rule_alerts(self.drift.rules, history, self.memo)
-            if alerts:
-                yield "X", "\n".join([json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)
-                                      for a in alerts])
+            yield from self.scoring.rows(panes)
 
     return udtf(DriftScore(spec.drift), input_types=[DataTypes.BIGINT(), DataTypes.BYTES()],
                 result_types=[DataTypes.STRING(), DataTypes.STRING()])

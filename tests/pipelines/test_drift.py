@@ -5,6 +5,7 @@ unshifted stream of 240 windows, statuses instead of NaN, and the same records f
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -153,7 +154,6 @@ def test_a_record_as_json_is_what_the_json_module_writes():
     profile = P.build_profile(stream(24, 51), FEATURES, categorical=("payment_format",))
     recs = P.score_windows(profile, P.window_counts(profile, stream(3, 52, start_hour=24), 60), 60,
                            coverage={24 * HOUR_MS: (5, 3, 99)})
-    import json
 
     for r in recs[::7]:
         assert r.to_json() == json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -204,3 +204,33 @@ def test_a_one_bin_reference_judges_a_full_window_by_its_one_possible_draw():
         same, moved = recs[(24 * HOUR_MS, m)], recs[(25 * HOUR_MS, m)]
         assert same.status == "constant" and same.value == pytest.approx(same.drift_threshold, abs=1e-15)
         assert moved.status == "drift" and moved.value > moved.drift_threshold and moved.p_value <= 1 / 1001
+
+
+def test_the_jobs_pane_scoring_gives_each_panes_records_and_alerts_from_its_row_alone():
+    profile = P.build_profile(stream(24, 71), FEATURES)
+    spec = P.DriftSpec(profile, 60)
+    rows = stream(8, 72, start_hour=24, shift_from_hour=26, per_hour=1500)
+    counts = P.window_counts(profile, rows, 60)
+    layout = P.Layout.of(profile)
+    starts = sorted({p for p, _, _ in counts})
+    depth = P.history_needed(spec.rules)
+
+    def pane_bytes(p):  # DriftPanes.java's layout: start, events, first and last offset, the counts
+        events = sum(1 for r in rows if P.pane_start(r.ts_ms, 60) == p)
+        return np.array([p, events, 0, events - 1, *layout.flat(counts, p)], dtype="<i8").tobytes()
+
+    scoring = P.PaneScoring(spec)
+    history, got_alerts = [], []
+    for i, p in enumerate(starts):
+        row = b"".join(pane_bytes(q) for q in starts[max(0, i - depth):i + 1])
+        out = dict(scoring.rows(row))
+        events = sum(1 for r in rows if P.pane_start(r.ts_ms, 60) == p)
+        want = P.score_windows(profile, counts, 60, panes=[p], coverage={p: (events, 0, events - 1)})
+        got = sorted((json.loads(x) for x in out["S"].split("\n")), key=lambda d: (d["feature"], d["segment"], d["metric"]))
+        assert got == [r.to_dict() for r in want]  # score_windows sorts by key
+        history = (history + [want])[-(depth + 1):]
+        want_alerts = [a.to_dict() for a in P.rule_alerts(spec.rules, history)]
+        assert ([json.loads(x) for x in out["X"].split("\n")] if "X" in out else []) == want_alerts
+        got_alerts += want_alerts
+        assert dict(P.PaneScoring(spec).rows(row)) == out  # a restored job: the row alone, nothing kept
+    assert any(a["group"].get("segment") == "payment_format=Cash" for a in got_alerts)  # the shift alerts
