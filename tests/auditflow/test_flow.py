@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 import re
 import subprocess
 from datetime import timedelta
@@ -271,3 +272,41 @@ def test_a_run_without_a_signing_key_or_with_an_unfillable_profile_stops_before_
     with pytest.raises(ProfileError, match="requires"):
         flow.stream_and_report(tmp_path / "absent.csv", tmp_path / "no-model",
                                Settings(out_dir=tmp_path, report_profile="ccpa"))
+
+
+def test_the_narrative_tier_narrates_the_alerts_at_its_score_and_only_those(tmp_path, model_dir, live):
+    """AUDITFLOW_NARRATOR_MIN_SCORE through the whole deep path: the report of an alert at or above
+    it carries the narrator's narrative (read back from the PDF, with the model and seed in the
+    manifest); one below keeps the template narrative."""
+    from model_service.narrator import NarratorUnavailable, model_path
+    from reports.alert_report import narrative_from_pdf_text
+
+    try:
+        model_path()
+    except NarratorUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but the narrator's model is missing: {e}")
+        pytest.skip(f"narrator model missing: {e}")
+    plain = Settings(out_dir=tmp_path / "plain", seed=3)
+    first = flow.report_stream(reference_stream(live, model_dir, plain), live, model_dir, plain, max_reports=2)
+    reported = sorted((c for c in first.cases if c.report_pdf), key=lambda c: c.alert.score)
+    assert len(reported) == 2 and reported[0].alert.score < reported[1].alert.score
+    gate = reported[1].alert.score  # the higher of the two is in the tier, the lower is not
+    settings = Settings(out_dir=tmp_path / "tier", seed=3, narrator_min_score=gate, narrator_device="cpu",
+                        narrator_threads=2)
+    result = flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=2)
+    by_id = {c.alert.alert_id: c for c in result.cases if c.report_pdf}
+    for case, narrated in ((reported[1], True), (reported[0], False)):
+        pdf = by_id[case.alert.alert_id].report_pdf
+        text = "\n".join(p.extract_text() for p in PdfReader(pdf).pages)
+        manifest = json.loads(pdf.with_name(pdf.name.replace(".pdf", ".manifest.json")).read_text())
+        extra = dict(manifest.get("extra", []))
+        template_pdf = case.report_pdf  # the same alert's report without the tier
+        template_text = "\n".join(p.extract_text() for p in PdfReader(template_pdf).pages)
+        if narrated:
+            assert extra.get("narrative_seed") == "3" and extra.get("narrative_model_digest")
+            assert extra.get("narrative_mode") == "constrained"
+            assert narrative_from_pdf_text(text) != narrative_from_pdf_text(template_text)
+        else:
+            assert "narrative_model_digest" not in extra
+            assert narrative_from_pdf_text(text) == narrative_from_pdf_text(template_text)
