@@ -431,17 +431,6 @@ class Layout:
         return out
 
 
-def bin_indices(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
-    """:func:`bin_index` of each value, vectorized."""
-    e = np.asarray(edges, dtype=np.float64)
-    interior = max(1, len(e) - 1)
-    v = np.asarray(values, dtype=np.float64)
-    inner = np.minimum(np.searchsorted(e, v, side="right"), interior)
-    with np.errstate(invalid="ignore"):
-        out = np.where(v < e[0], 0, inner)
-        return np.where(~np.isfinite(v) | (v > e[-1]), interior + 1, out)
-
-
 #: The af1 field each segment dimension (and the categorical feature of that name) is read from.
 SEGMENT_FIELDS = {"payment_format": "payment_format", "currency": "paid_currency", "bank": "from_bank"}
 
