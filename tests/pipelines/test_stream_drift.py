@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -70,7 +71,7 @@ def world(tmp_path_factory):
     plain = run_wire_job(wire, StreamSpec(scorer_factory=linear_scorer(threshold=0.5), out_of_orderness_ms=BOUND_MS,
                                           allowed_lateness_ms=0))
     return {"out": out, "plain": plain, "rows": rows, "offsets": offsets, "profile": profile, "rules": rules,
-            "processed": processed}
+            "processed": processed, "wire": wire, "spec": spec}
 
 
 def test_the_stream_records_are_the_ones_counted_row_by_row(world):
@@ -137,3 +138,21 @@ def test_drift_leaves_the_alerts_and_counts_as_they_were(world):
     out, plain = world["out"], world["plain"]
     assert out.alerts == plain.alerts and out.processed == plain.processed
     assert out.records_in == out.processed + len(out.rejects) + len(out.late) + len(out.duplicates)
+
+
+def test_a_score_that_is_not_a_number_is_counted_in_the_overflow_bin(world):
+    """A model's NaN score (which the Arrow transfer turns into NULL) and an infinite one land in
+    the score's overflow bin, as bin_index puts them: the job does not fail, no event is lost."""
+    spec = replace(world["spec"], scorer_factory=linear_scorer("cross_currency", divisor=0.0))  # 0/0 NaN, 1/0 inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = run_wire_job(world["wire"], spec)
+    rows = [replace(r, values={**r.values, P.SCORE: math.inf if r.values["cross_currency"] else math.nan})
+            for r in world["rows"]]
+    assert any(r.values["cross_currency"] == 0 for r in rows) and any(r.values["cross_currency"] for r in rows)
+    profile = world["profile"]
+    want = P.score_windows(profile, P.window_counts(profile, rows, WINDOW), WINDOW,
+                           coverage=P.coverage_of(rows, world["offsets"], WINDOW))
+    assert out.drift_records == [r.to_dict() for r in want]
+    score_all = [r for r in out.drift_records if r["feature"] == P.SCORE and r["segment"] == D.ALL_SEGMENT
+                 and r["metric"] == "psi"]
+    assert sum(r["counts"][-1] for r in score_all) == sum(r["n_cur"] for r in score_all) == len(world["processed"])

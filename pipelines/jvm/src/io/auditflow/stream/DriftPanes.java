@@ -214,6 +214,9 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         byte[] codes = (byte[]) row.getField(0);
         Row r = (Row) row.getField(1);
         Object message = r.getField(1);
+        // a NaN score arrives as NULL (Arrow's conversion masks NaN): it bins as NaN, in the overflow bin
+        Object s = r.getField(0);
+        double score = s == null ? Double.NaN : (Double) s;
         if (message != null) {
             output.collect(ALERTS, new StreamRecord<>(Row.of(message), element.getTimestamp()));
         }
@@ -228,7 +231,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
         int at = 16 + 2 * nDims;
         for (int i = 0; i < nFeatures; i++) {
             bins[i] = p.featureKind[i] == Params.SCORE
-                    ? binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i], (Double) r.getField(0))
+                    ? binIndex(p.edges, i == 0 ? 0 : p.edgeEnds[i - 1], p.edgeEnds[i], score)
                     : (char) LE_CHAR.get(codes, at + 2 * i);
             if (bins[i] < 0 || bins[i] >= p.nbins[i]) {
                 throw new IllegalStateException("drift panes: bin " + bins[i] + " of feature " + i + " outside 0.."
