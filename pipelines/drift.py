@@ -539,6 +539,9 @@ class PaneScorer:
         self.ref_single = [sum(1 for x in profile.counts[f][seg] if x) == 1 for f, seg, _, _ in cells]
         self.ref_bin = [next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0) for f, seg, _, _ in cells]
         self.categorical = [f in profile.levels for f, _, _, _ in cells]
+        self._categorical, self._single = np.array(self.categorical, dtype=bool), np.array(self.ref_single, dtype=bool)
+        self._bin = np.array(self.ref_bin, dtype=np.int64)
+        self._groups_of: dict[D.DriftRule, list[tuple[tuple, list[int]]]] = {}
 
     def _calibration(self, cell: int, n: int):
         key = (cell, n)
@@ -563,22 +566,57 @@ class PaneScorer:
         return got
 
     def _p_values(self, m: str, values: np.ndarray, cals: Mapping[int, tuple]) -> np.ndarray:
-        """:func:`auditflow.drift.tail_p_value` of each judged cell's value (1 for the others),
-        vectorized over the cells whose draws have one length."""
+        """:func:`auditflow.drift.tail_p_value` of each judged cell's value (1 for the others): the
+        empirical p-value from each cell's sorted draws, the scaled chi-square tail
+        (:func:`auditflow.drift.tail_p_values`) for the few beyond every draw."""
         out = np.ones(len(self.cells))
-        by_size: dict[int, list[int]] = defaultdict(list)
+        vs = values.tolist()
+        beyond: list[int] = []
         for i, (draws, _, _) in cals.items():
-            by_size[draws[m].size].append(i)
-        for size, ids in by_size.items():
+            d = draws[m]
+            size = d.size
             if size == 0:
                 continue  # no draws: p = 1
+            above = size - int(d.searchsorted(vs[i], "left"))
+            if above:
+                out[i] = (1.0 + above) / (1.0 + size)
+            else:
+                beyond.append(i)
+        by_size: dict[int, list[int]] = defaultdict(list)
+        for i in beyond:
+            by_size[cals[i][0][m].size].append(i)
+        for size, ids in by_size.items():
             out[ids] = D.tail_p_values(values[ids], np.stack([cals[i][0][m] for i in ids]), m,
                                        np.array([cals[i][2][m] for i in ids], dtype=np.float64))
         return out
 
+    @cached_property
+    def _heads(self) -> list[str]:
+        """Per cell, the JSON of its records' key up to the window (see :meth:`DriftRecord.to_json`)."""
+        p = self.profile
+        return [_HEAD_JSON.split('"window_start"')[0] % (_encode_str(p.model_version), _encode_str(self.rid),
+                                                          _encode_str(f), _encode_str(seg))
+                for f, seg, _, _ in self.cells]
+
+    def _rule_groups(self, rule: D.DriftRule) -> list[tuple[tuple, list[int]]]:
+        """The rule's groups over the cells it looks at: (group key, cell ids), cells in order."""
+        got = self._groups_of.get(rule)
+        if got is None:
+            groups: dict[tuple, list[int]] = defaultdict(list)
+            for i, (f, seg, _, _) in enumerate(self.cells):
+                if (rule.features and f not in rule.features) or (rule.segments and seg not in rule.segments):
+                    continue
+                groups[tuple({"feature": f, "segment": seg}[g] for g in rule.group_by)].append(i)
+            got = self._groups_of[rule] = list(groups.items())
+        return got
+
     def score(self, pane: Pane) -> list[DriftRecord]:
         """The pane's records, sorted by (feature, segment, metric)."""
-        p, alpha, mc = self.profile, self.profile.alpha, self.profile.min_count
+        return self.scored(pane).records()
+
+    def scored(self, pane: Pane) -> ScoredPane:
+        """The pane's scores, column by column (:class:`ScoredPane`)."""
+        alpha, mc = self.profile.alpha, self.profile.min_count
         k = len(self.cells)
         values = {m: np.zeros(k) for m in D.METRICS}
         n_cur = np.zeros(k, dtype=np.int64)
@@ -594,38 +632,142 @@ class PaneScorer:
                 values[m][ids] = v
             for i, row in zip(ids.tolist(), cur.tolist()):
                 cell_counts[i] = tuple(row)
-            outside = np.where(np.array([self.categorical[i] for i in ids]), cur[:, -1], cur[:, 0] + cur[:, -1])
+            outside = np.where(self._categorical[ids], cur[:, -1], cur[:, 0] + cur[:, -1])
             oor[ids] = np.divide(outside, n, out=np.zeros(len(ids)), where=n > 0)
-            single = np.array([self.ref_single[i] for i in ids])
-            where = np.array([self.ref_bin[i] for i in ids])
-            constant[ids] = single & (cur[np.arange(len(ids)), where] == n)
+            constant[ids] = self._single[ids] & (cur[np.arange(len(ids)), self._bin[ids]] == n)
         n_list = n_cur.tolist()
-        cals = {i: self._calibration(i, D.calibration_size(n, mc)) for i, n in enumerate(n_list) if n >= mc}
-        status, judged_statuses, none = D.status, D.JUDGED, {m: (0.0, 0.0) for m in D.METRICS}
-        constant_list = constant.tolist()
         cal_sizes = [D.calibration_size(n, mc) if n >= mc else n for n in n_list]
-        thresholds = [cals[i][1] if i in cals else none for i in range(k)]
-        per_metric = {}
-        for m in D.METRICS:  # statuses, p-values and Benjamini-Hochberg over the pane's judged blocks
-            vs, pvs = values[m].tolist(), self._p_values(m, values[m], cals).tolist()
-            sts = [status(vs[i], n_list[i], thresholds[i][m], constant=constant_list[i], min_count=mc)
-                   for i in range(k)]
-            idx = [i for i in range(k) if sts[i] in judged_statuses]
-            sig = [False] * k
-            for i, rej in zip(idx, D.benjamini_hochberg([pvs[i] for i in idx], self.q)):
-                sig[i] = rej
-            per_metric[m] = (vs, pvs, sts, sig)
-        end, oor_list, mv, rid = pane.start + self.window_ms, oor.tolist(), p.model_version, self.rid
-        start, events, first, last = pane.start, pane.events, pane.first_offset, pane.last_offset
-        out: list[DriftRecord] = []
-        for i, (f, seg, _, _) in enumerate(self.cells):
-            n, o, cal, c, ref_n, th = n_list[i], oor_list[i], cal_sizes[i], cell_counts[i], self.ref_n[i], thresholds[i]
-            for m in D.METRICS:
-                vs, pvs, sts, sig = per_metric[m]
-                warn, drift = th[m]
-                out.append(DriftRecord(mv, rid, f, seg, start, end, m, vs[i], warn, drift, sts[i], pvs[i], sig[i],
-                                       ref_n, n, o, alpha, cal, events, first, last, c))
+        cals = {i: self._calibration(i, c) for i, (n, c) in enumerate(zip(n_list, cal_sizes)) if n >= mc}
+        # the statuses of auditflow.drift.status, for every cell at once
+        gate = np.select([n_cur == 0, constant, n_cur < mc], [_EMPTY, _CONSTANT, _INSUFFICIENT], -1)
+        judged = gate < 0
+        columns = {}
+        for m in D.METRICS:  # thresholds, statuses, p-values and Benjamini-Hochberg over the judged blocks
+            warn = np.array([cals[i][1][m][0] if i in cals else 0.0 for i in range(k)])
+            drift = np.array([cals[i][1][m][1] if i in cals else 0.0 for i in range(k)])
+            v = values[m]
+            code = np.where(judged, np.where(v > drift, _DRIFT, np.where(v > warn, _WARN, _OK)), gate)
+            pvs = self._p_values(m, v, cals)
+            idx = np.flatnonzero(judged)
+            sig = np.zeros(k, dtype=bool)
+            sig[idx] = D.benjamini_hochberg(pvs[idx].tolist(), self.q)
+            columns[m] = MetricColumns(v, warn, drift, _STATUS_NAMES[code].tolist(), pvs, sig)
+        return ScoredPane(self, pane.start, pane.start + self.window_ms, pane.events, pane.first_offset,
+                          pane.last_offset, n_list, oor.tolist(), cal_sizes, cell_counts, columns)
+
+
+_OK, _WARN, _DRIFT, _INSUFFICIENT, _EMPTY, _CONSTANT = (D.STATUSES.index(s) for s in
+                                                        ("ok", "warn", "drift", "insufficient_data", "empty_window",
+                                                         "constant"))
+_STATUS_NAMES = np.array(D.STATUSES, dtype=object)
+_METRIC_PART = {m: _METRIC_JSON.replace("%s", _encode_str(m), 1) for m in D.METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricColumns:
+    """One metric's results over a pane's cells (in :attr:`PaneScorer.cells` order)."""
+
+    values: np.ndarray
+    warn: np.ndarray
+    drift: np.ndarray
+    statuses: list[str]
+    p_values: np.ndarray
+    significant: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ScoredPane:
+    """A pane's drift scores column by column: what :meth:`records` gives as records, written as
+    JSON lines (:meth:`json`) and judged by the alert rules (:meth:`conditions`) without building
+    them. Its records are ordered by (feature, segment, metric)."""
+
+    scorer: PaneScorer
+    window_start: int
+    window_end: int
+    events: int
+    first_offset: int | None
+    last_offset: int | None
+    n_cur: list[int]
+    out_of_reference: list[float]
+    calibration_n: list[int]
+    counts: list[tuple[int, ...]]
+    metrics: dict[str, MetricColumns]
+
+    @property
+    def reference_id(self) -> str:
+        return self.scorer.rid
+
+    @property
+    def model_version(self) -> str:
+        return self.scorer.profile.model_version
+
+    def __len__(self) -> int:
+        return len(self.n_cur) * len(D.METRICS)
+
+    def records(self) -> list[DriftRecord]:
+        sc, alpha = self.scorer, self.scorer.profile.alpha
+        mv, rid, start, end = self.model_version, self.reference_id, self.window_start, self.window_end
+        cols = [(m, c.values.tolist(), c.warn.tolist(), c.drift.tolist(), c.statuses, c.p_values.tolist(),
+                 c.significant.tolist()) for m, c in self.metrics.items()]
+        out = []
+        for i, (f, seg, _, _) in enumerate(sc.cells):
+            for m, vs, ws, ds, sts, pvs, sig in cols:
+                out.append(DriftRecord(mv, rid, f, seg, start, end, m, vs[i], ws[i], ds[i], sts[i], pvs[i], sig[i],
+                                       sc.ref_n[i], self.n_cur[i], self.out_of_reference[i], alpha,
+                                       self.calibration_n[i], self.events, self.first_offset, self.last_offset,
+                                       self.counts[i]))
         return out
+
+    def json(self) -> str:
+        """``records_json(self.records())``, written from the columns."""
+        cols = [(_METRIC_PART[m], c.values.tolist(), c.warn.tolist(), c.drift.tolist(), c.statuses,
+                 c.p_values.tolist(), c.significant.tolist()) for m, c in self.metrics.items()]
+        floats = [np.concatenate([c.values, c.warn, c.drift, c.p_values]) for c in self.metrics.values()]
+        if not (np.isfinite(np.concatenate(floats)).all() and np.isfinite(self.out_of_reference).all()
+                and math.isfinite(self.scorer.profile.alpha)):
+            return records_json(self.records())  # which record and field: DriftRecord says
+        window = '"window_start":%s,"window_end":%s,' % (int.__repr__(self.window_start), int.__repr__(self.window_end))
+        alpha = _num(self.scorer.profile.alpha)
+        events = int.__repr__(self.events)
+        first = "null" if self.first_offset is None else int.__repr__(self.first_offset)
+        last = "null" if self.last_offset is None else int.__repr__(self.last_offset)
+        r, lines = float.__repr__, []
+        ref_n, heads = self.scorer.ref_n, self.scorer._heads
+        for i, head in enumerate(heads):
+            head += window
+            tail = _TAIL_JSON % (int.__repr__(ref_n[i]), int.__repr__(self.n_cur[i]), _num(self.out_of_reference[i]),
+                                 alpha, int.__repr__(self.calibration_n[i]), events, first, last,
+                                 ",".join(map(int.__repr__, self.counts[i])))
+            for part, vs, ws, ds, sts, pvs, sig in cols:
+                lines.append(head + part % (r(vs[i]), r(ws[i]), r(ds[i]), _encode_str(sts[i]), r(pvs[i]),
+                                            "true" if sig[i] else "false") + tail)
+        return "\n".join(lines)
+
+    def conditions(self, rule: D.DriftRule) -> dict[tuple, tuple[float, float, list]]:
+        """:func:`_conditions` of this pane's records, from the columns."""
+        c = self.metrics[rule.metric]
+        vs, sts = c.values.tolist(), c.statuses
+        out = {}
+        if rule.kind == "status":
+            sig, ds, want = c.significant.tolist(), c.drift.tolist(), set(rule.statuses)
+            lo = rule.min_value
+            for key, ids in self.scorer._rule_groups(rule):
+                hit = [i for i in ids if sts[i] in want and (sig[i] or not rule.significant)
+                       and (lo is None or vs[i] >= lo)]
+                if hit:
+                    out[key] = (max(vs[i] for i in hit), max(ds[i] for i in hit), self._pairs(hit))
+        else:
+            for key, ids in self.scorer._rule_groups(rule):
+                judged = [i for i in ids if sts[i] in D.JUDGED]
+                if judged:
+                    mean = math.fsum(vs[i] for i in judged) / len(judged)
+                    if mean > rule.above:
+                        out[key] = (mean, float(rule.above), self._pairs(judged))
+        return out
+
+    def _pairs(self, ids: list[int]) -> list[tuple[str, str]]:
+        cells = self.scorer.cells
+        return [(cells[i][0], cells[i][1]) for i in ids]
 
 
 def score_windows(profile: Profile, counts: Counts, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES,
@@ -698,7 +840,8 @@ def _group_key(rule: D.DriftRule, r: DriftRecord) -> tuple:
 
 
 def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple, tuple[float, float, list]]:
-    """Per group of one window: (value, threshold, records) where the rule's condition holds."""
+    """Per group of one window: (value, threshold, (feature, segment) of the records) where the
+    rule's condition holds."""
     groups: dict[tuple, list[DriftRecord]] = defaultdict(list)
     for r in records:
         if r.metric != rule.metric or (rule.features and r.feature not in rule.features) \
@@ -711,20 +854,21 @@ def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple
             hit = [r for r in rs if r.status in rule.statuses and (r.significant or not rule.significant)
                    and (rule.min_value is None or r.value >= rule.min_value)]
             if hit:
-                out[key] = (max(r.value for r in hit), max(r.drift_threshold for r in hit), hit)
+                out[key] = (max(r.value for r in hit), max(r.drift_threshold for r in hit),
+                            [(r.feature, r.segment) for r in hit])
         else:
             judged = [r for r in rs if r.status in D.JUDGED]
             if judged:
                 mean = math.fsum(r.value for r in judged) / len(judged)
                 if mean > rule.above:
-                    out[key] = (mean, float(rule.above), judged)
+                    out[key] = (mean, float(rule.above), [(r.feature, r.segment) for r in judged])
     return out
 
 
-def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord]],
+def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord] | ScoredPane],
                 memo: dict | None = None) -> list[DriftAlert]:
     """The alerts of the last window of ``history`` (consecutive windows, oldest first, each the
-    records of one window): a rule fires where its condition held on exactly ``consecutive``
+    records of one window or a :class:`ScoredPane`): a rule fires where its condition held on exactly ``consecutive``
     windows up to and including the last (so once per run of windows).
 
     ``memo``: a dict the caller keeps between calls over a sliding history (the same window
@@ -733,20 +877,26 @@ def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRe
     if not history or not history[-1]:
         return []
 
-    def conditions(rule: D.DriftRule, w: Sequence[DriftRecord]) -> dict:
+    def evaluate(rule: D.DriftRule, w) -> dict:
+        return w.conditions(rule) if isinstance(w, ScoredPane) else _conditions(rule, w)
+
+    def conditions(rule: D.DriftRule, w) -> dict:
         if memo is None:
-            return _conditions(rule, w)
+            return evaluate(rule, w)
         got = memo.get((rule.name, id(w)))
         if got is None or got[0] is not w:  # the window itself is kept, so its id is not reused
-            got = memo[(rule.name, id(w))] = (w, _conditions(rule, w))
+            got = memo[(rule.name, id(w))] = (w, evaluate(rule, w))
         return got[1]
+
+    def first(w):  # what names the window: its first record, or the scored pane itself
+        return w if isinstance(w, ScoredPane) else w[0]
 
     conds = {rule.name: [conditions(rule, w) for w in history] for rule in rules}
     if memo is not None:
         live = {id(w) for w in history}
         for k in [k for k in memo if k[1] not in live]:
             del memo[k]
-    last = history[-1][0]
+    last = first(history[-1])
     out = []
     for rule in rules:
         per_window = conds[rule.name]
@@ -758,13 +908,13 @@ def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRe
                 run += 1
             if run != rule.consecutive:
                 continue
-            since = history[len(history) - run][0].window_start
+            since = first(history[len(history) - run]).window_start
             group = dict(zip(rule.group_by, key))
             aid = "drift-" + canonical_sha256({"rule": rule.to_dict(), "group": group, "window_start": last.window_start,
                                                "reference_id": last.reference_id})[:20]
             out.append(DriftAlert(aid, rule.name, rule.action, rule.metric, rule.kind, group, last.window_start,
                                   last.window_end, since, run, value, threshold,
-                                  tuple(sorted((r.feature, r.segment) for r in hit)), last.reference_id,
+                                  tuple(sorted(hit)), last.reference_id,
                                   last.model_version))
     return out
 
@@ -843,7 +993,7 @@ class PaneScoring:
     def __init__(self, spec: DriftSpec):
         self.spec = spec
         self.scorer = PaneScorer(spec.profile, spec.window_minutes)
-        self.cache: dict[tuple[int, bytes], list[DriftRecord]] = {}
+        self.cache: dict[tuple[int, bytes], ScoredPane] = {}
         self.memo: dict = {}
 
     def rows(self, panes: bytes) -> list[tuple[str, str]]:
@@ -853,13 +1003,13 @@ class PaneScoring:
             keep.add(key)
             recs = self.cache.get(key)
             if recs is None:
-                recs = self.cache[key] = self.scorer.score(pane)
+                recs = self.cache[key] = self.scorer.scored(pane)
             history.append(recs)
         for k in [k for k in self.cache if k not in keep]:
             del self.cache[k]
         out = []
         if history and history[-1]:
-            out.append(("S", records_json(history[-1])))
+            out.append(("S", history[-1].json()))
         alerts = rule_alerts(self.spec.rules, history, self.memo)
         if alerts:
             out.append(("X", "\n".join([json.dumps(a.to_dict(), separators=(",", ":"), allow_nan=False)

@@ -234,3 +234,71 @@ def test_the_jobs_pane_scoring_gives_each_panes_records_and_alerts_from_its_row_
         got_alerts += want_alerts
         assert dict(P.PaneScoring(spec).rows(row)) == out  # a restored job: the row alone, nothing kept
     assert any(a["group"].get("segment") == "payment_format=Cash" for a in got_alerts)  # the shift alerts
+
+
+def test_a_panes_columns_are_the_scalar_definitions_cell_by_cell():
+    """Statuses, thresholds, p-values and significance of the column-wise scoring against
+    auditflow.drift's one-record functions: status, same-size reference draws, tail_p_value,
+    Benjamini-Hochberg over the judged records."""
+    rows = stream(24, 81)
+    for r in rows:
+        r.values["hour"] = 3.0  # a one-bin reference: constant windows
+    profile = P.build_profile(rows, ("amount_usd", "hour"), categorical=("payment_format",))
+    later = stream(6, 82, start_hour=24, shift_from_hour=27, per_hour=300)
+    later = [r for r in later if not (r.ts_ms // HOUR_MS == 26 and r.segments["payment_format"] == "Wire")]  # empty
+    for i, r in enumerate(later):
+        r.values["hour"] = 3.0 if i % 7 else 4.0
+    later += [P.Row(29 * HOUR_MS + 5, {"payment_format": "Cheque", "currency": "USD", "bank": "b00"},
+                    {"amount_usd": 1e12, "hour": 3.0, P.SCORE: 0.5})]
+    counts = P.window_counts(profile, later, 60)
+    recs = P.score_windows(profile, counts, 60)
+    mc, statuses = profile.min_count, set()
+    for start in sorted({r.window_start for r in recs}):
+        window = [r for r in recs if r.window_start == start]
+        for r in window:
+            ref = profile.counts[r.feature][r.segment]
+            one_bin = sum(1 for x in ref if x) == 1
+            constant = one_bin and r.n_cur > 0 and r.counts[[bool(x) for x in ref].index(True)] == r.n_cur
+            if r.n_cur >= mc and not one_bin:
+                draws = np.sort(D.reference_draws(ref, D.calibration_size(r.n_cur, mc), r.metric, alpha=profile.alpha))
+                warn, drift = float(np.quantile(draws, D.WARN_QUANTILE)), float(np.quantile(draws, D.DRIFT_QUANTILE))
+                assert (r.warn_threshold, r.drift_threshold) == pytest.approx((warn, drift), rel=1e-12, abs=1e-15)
+                assert r.p_value == pytest.approx(D.tail_p_value(r.value, draws, r.metric), rel=1e-12)
+            elif r.n_cur < mc:
+                assert (r.warn_threshold, r.drift_threshold, r.p_value) == (0.0, 0.0, 1.0)
+            assert r.status == D.status(r.value, r.n_cur, (r.warn_threshold, r.drift_threshold), constant=constant,
+                                        min_count=mc)
+            statuses.add(r.status)
+        for m in D.METRICS:
+            judged = [r for r in window if r.metric == m and r.status in D.JUDGED]
+            assert [r.significant for r in judged] == D.benjamini_hochberg([r.p_value for r in judged], 0.05)
+            assert not any(r.significant for r in window if r.metric == m and r.status not in D.JUDGED)
+    assert {"ok", "drift", "empty_window", "insufficient_data", "constant"} <= statuses
+
+
+def test_a_scored_pane_writes_and_judges_what_its_records_say():
+    profile = P.build_profile(stream(24, 91), FEATURES, categorical=("payment_format",))
+    rows = stream(3, 92, start_hour=24, shift_from_hour=25, per_hour=900)
+    counts = P.window_counts(profile, rows, 60)
+    scorer = P.PaneScorer(profile, 60)
+    rules = [D.DriftRule("each", "psi"), D.DriftRule("loose", "js", significant=False, statuses=("warn", "drift")),
+             D.DriftRule("moderate", "kl", min_value=0.05, group_by=("segment",)),
+             D.DriftRule("mean", "js", "mean_above", above=0.01, group_by=("feature",)),
+             D.DriftRule("cash", "psi", "mean_above", above=0.0, group_by=(), segments=("payment_format=Cash",)),
+             D.DriftRule("amounts", "psi", features=("amount_usd",), statuses=("ok",), significant=False),
+             D.DriftRule("significant", "js", statuses=("ok", "warn", "drift"))]  # judged, and significant
+    fired = 0
+    for p in sorted({p for p, _, _ in counts}):
+        pane = scorer.scored(P.Pane(p, scorer.layout.flat(counts, p), 900, 1, 900))
+        recs = pane.records()
+        assert len(pane) == len(recs) == len(scorer.cells) * len(D.METRICS)
+        assert pane.json().split("\n") == [json.dumps(r.to_dict(), separators=(",", ":"), allow_nan=False) for r in recs]
+        for rule in rules:
+            want = P._conditions(rule, recs)
+            assert pane.conditions(rule) == want
+            fired += bool(want)
+        assert [a.to_dict() for a in P.rule_alerts(rules, [pane])] == [a.to_dict() for a in P.rule_alerts(rules, [recs])]
+    assert fired >= len(rules)
+    bad = P.ScoredPane(**{**pane.__dict__, "out_of_reference": [math.inf] + pane.out_of_reference[1:]})
+    with pytest.raises(ValueError, match="out_of_reference=inf"):
+        bad.json()
