@@ -167,12 +167,19 @@ def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEF
 
 def reference_samples(ref: Sequence[int], n: int, *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
     """``draws`` windows of ``n`` events from the reference's own distribution (multinomial on its
-    counts), seeded by (seed, n, bins)."""
+    counts), seeded by (seed, n, bins). Bins the reference never filled get none (drawn over the
+    others only: the same distribution, fewer binomial steps per draw)."""
     ref_arr = np.asarray(ref, dtype=np.int64)
-    if n <= 0 or ref_arr.sum() <= 0:
+    total = ref_arr.sum()
+    if n <= 0 or total <= 0:
         return np.zeros((draws, len(ref_arr)), dtype=np.int64)
     rng = np.random.default_rng([seed, n, len(ref_arr)])
-    return rng.multinomial(n, ref_arr / ref_arr.sum(), size=draws)
+    filled = np.flatnonzero(ref_arr)
+    if filled.size == ref_arr.size:
+        return rng.multinomial(n, ref_arr / total, size=draws)
+    out = np.zeros((draws, len(ref_arr)), dtype=np.int64)
+    out[:, filled] = rng.multinomial(n, ref_arr[filled] / total, size=draws)
+    return out
 
 
 def metric_rows_all(ref: np.ndarray, samples: np.ndarray, alpha: float,
