@@ -536,11 +536,11 @@ class PaneScorer:
             ref = np.array([profile.counts[cells[i][0]][cells[i][1]] for i in ids], dtype=np.float64)
             self.groups[nb] = (ids, index, ref)
         self.ref_n = [int(sum(profile.counts[f][seg])) for f, seg, _, _ in cells]
-        self.ref_single = [sum(1 for x in profile.counts[f][seg] if x) == 1 for f, seg, _, _ in cells]
-        self.ref_bin = [next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0) for f, seg, _, _ in cells]
-        self.categorical = [f in profile.levels for f, _, _, _ in cells]
-        self._categorical, self._single = np.array(self.categorical, dtype=bool), np.array(self.ref_single, dtype=bool)
-        self._bin = np.array(self.ref_bin, dtype=np.int64)
+        # per cell: a one-bin reference, its first filled bin, a categorical feature
+        self.ref_single = np.array([sum(1 for x in profile.counts[f][seg] if x) == 1 for f, seg, _, _ in cells], dtype=bool)
+        self.ref_bin = np.array([next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0)
+                                 for f, seg, _, _ in cells], dtype=np.int64)
+        self.categorical = np.array([f in profile.levels for f, _, _, _ in cells], dtype=bool)
         self._groups_of: dict[D.DriftRule, list[tuple[tuple, list[int]]]] = {}
 
     def _calibration(self, cell: int, n: int):
@@ -632,9 +632,9 @@ class PaneScorer:
                 values[m][ids] = v
             for i, row in zip(ids.tolist(), cur.tolist()):
                 cell_counts[i] = tuple(row)
-            outside = np.where(self._categorical[ids], cur[:, -1], cur[:, 0] + cur[:, -1])
+            outside = np.where(self.categorical[ids], cur[:, -1], cur[:, 0] + cur[:, -1])
             oor[ids] = np.divide(outside, n, out=np.zeros(len(ids)), where=n > 0)
-            constant[ids] = self._single[ids] & (cur[np.arange(len(ids)), self._bin[ids]] == n)
+            constant[ids] = self.ref_single[ids] & (cur[np.arange(len(ids)), self.ref_bin[ids]] == n)
         n_list = n_cur.tolist()
         cal_sizes = [D.calibration_size(n, mc) if n >= mc else n for n in n_list]
         cals = {i: self._calibration(i, c) for i, (n, c) in enumerate(zip(n_list, cal_sizes)) if n >= mc}
@@ -745,29 +745,15 @@ class ScoredPane:
 
     def conditions(self, rule: D.DriftRule) -> dict[tuple, tuple[float, float, list]]:
         """:func:`_conditions` of this pane's records, from the columns."""
-        c = self.metrics[rule.metric]
-        vs, sts = c.values.tolist(), c.statuses
+        c, cells = self.metrics[rule.metric], self.scorer.cells
+        rows = list(zip(c.values.tolist(), c.drift.tolist(), c.statuses, c.significant.tolist(),
+                        ((f, seg) for f, seg, _, _ in cells)))
         out = {}
-        if rule.kind == "status":
-            sig, ds, want = c.significant.tolist(), c.drift.tolist(), set(rule.statuses)
-            lo = rule.min_value
-            for key, ids in self.scorer._rule_groups(rule):
-                hit = [i for i in ids if sts[i] in want and (sig[i] or not rule.significant)
-                       and (lo is None or vs[i] >= lo)]
-                if hit:
-                    out[key] = (max(vs[i] for i in hit), max(ds[i] for i in hit), self._pairs(hit))
-        else:
-            for key, ids in self.scorer._rule_groups(rule):
-                judged = [i for i in ids if sts[i] in D.JUDGED]
-                if judged:
-                    mean = math.fsum(vs[i] for i in judged) / len(judged)
-                    if mean > rule.above:
-                        out[key] = (mean, float(rule.above), self._pairs(judged))
+        for key, ids in self.scorer._rule_groups(rule):
+            got = _judge(rule, [rows[i] for i in ids])
+            if got is not None:
+                out[key] = got
         return out
-
-    def _pairs(self, ids: list[int]) -> list[tuple[str, str]]:
-        cells = self.scorer.cells
-        return [(cells[i][0], cells[i][1]) for i in ids]
 
 
 def score_windows(profile: Profile, counts: Counts, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES,
@@ -842,27 +828,35 @@ def _group_key(rule: D.DriftRule, r: DriftRecord) -> tuple:
 def _conditions(rule: D.DriftRule, records: Sequence[DriftRecord]) -> dict[tuple, tuple[float, float, list]]:
     """Per group of one window: (value, threshold, (feature, segment) of the records) where the
     rule's condition holds."""
-    groups: dict[tuple, list[DriftRecord]] = defaultdict(list)
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
     for r in records:
         if r.metric != rule.metric or (rule.features and r.feature not in rule.features) \
                 or (rule.segments and r.segment not in rule.segments):
             continue
-        groups[_group_key(rule, r)].append(r)
+        groups[_group_key(rule, r)].append((r.value, r.drift_threshold, r.status, r.significant, (r.feature, r.segment)))
     out = {}
-    for key, rs in groups.items():
-        if rule.kind == "status":
-            hit = [r for r in rs if r.status in rule.statuses and (r.significant or not rule.significant)
-                   and (rule.min_value is None or r.value >= rule.min_value)]
-            if hit:
-                out[key] = (max(r.value for r in hit), max(r.drift_threshold for r in hit),
-                            [(r.feature, r.segment) for r in hit])
-        else:
-            judged = [r for r in rs if r.status in D.JUDGED]
-            if judged:
-                mean = math.fsum(r.value for r in judged) / len(judged)
-                if mean > rule.above:
-                    out[key] = (mean, float(rule.above), [(r.feature, r.segment) for r in judged])
+    for key, rows in groups.items():
+        got = _judge(rule, rows)
+        if got is not None:
+            out[key] = got
     return out
+
+
+def _judge(rule: D.DriftRule, rows: Sequence[tuple]) -> tuple[float, float, list] | None:
+    """The rule's condition on one group of one window, each record as (value, drift threshold,
+    status, significant, (feature, segment)): (value, threshold, the records' pairs) where it holds."""
+    if rule.kind == "status":
+        hit = [r for r in rows if r[2] in rule.statuses and (r[3] or not rule.significant)
+               and (rule.min_value is None or r[0] >= rule.min_value)]
+        if hit:
+            return max(r[0] for r in hit), max(r[1] for r in hit), [r[4] for r in hit]
+        return None
+    judged = [r for r in rows if r[2] in D.JUDGED]
+    if judged:
+        mean = math.fsum(r[0] for r in judged) / len(judged)
+        if mean > rule.above:
+            return mean, float(rule.above), [r[4] for r in judged]
+    return None
 
 
 def rule_alerts(rules: Sequence[D.DriftRule], history: Sequence[Sequence[DriftRecord] | ScoredPane],
