@@ -406,10 +406,21 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     features = result.getFeatures()
     if drift_params is not None:  # each event's drift bins, computed where its features are
         features = jvm.io.auditflow.stream.DriftPanes.Codes.build(features, drift_params)
-    for name, stream in (("af_features", features), ("af_duplicates", result.getDuplicates()),
-                         ("af_reject_rows", result.getRejects()), ("af_late_rows", result.getLate()),
-                         ("af_graph_events", result.getGraphEvents())):
+    for name, stream in (("af_duplicates", result.getDuplicates()), ("af_reject_rows", result.getRejects()),
+                         ("af_late_rows", result.getLate()), ("af_graph_events", result.getGraphEvents())):
         t_env.create_temporary_view(name, t_env.from_data_stream(DataStream(stream)))
+    if drift_params is None:
+        t_env.create_temporary_view("af_features", t_env.from_data_stream(DataStream(features)))
+    else:
+        # A table made from a DataStream drops its watermarks unless its schema declares them: the
+        # pane counter behind the fast path closes each pane on the watermark, so it must see them
+        # (without, every pane would wait for the end of the input, and an unbounded job would
+        # never score one).
+        from pyflink.table import DataTypes, Schema
+
+        t_env.create_temporary_view("af_features", t_env.from_data_stream(
+            DataStream(features), Schema.new_builder().column_by_metadata("rowtime", DataTypes.TIMESTAMP_LTZ(3))
+            .watermark("rowtime", "SOURCE_WATERMARK()").build()))
 
     rejects = t_env.sql_query(f"SELECT {_reject_json('`field`', '`value`', '`reason`', 'decode')} AS message "
                               "FROM af_reject_rows")

@@ -1,7 +1,6 @@
 package io.auditflow.stream;
 
 import org.apache.flink.api.common.accumulators.LongCounter;
-import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -270,8 +269,13 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
      * (kept values in order, the last for any other), then per feature its bin (0 for the score,
      * which the counter bins from the fast path's result), each an unsigned 16-bit integer. Only these bytes and the
      * fast path's result travel on to the counter, not the payload and the packed features.
+     *
+     * <p>Of the watermarks (one after every event at the source) it passes on the first that
+     * lets the counter close a pane, then none until the next pane can close, and the last: the
+     * counter closes the same panes after the same events, without a watermark per event through
+     * the fast path's Python stage behind it.
      */
-    public static final class Codes implements MapFunction<Row, Row> {
+    public static final class Codes extends AbstractStreamOperator<Row> implements OneInputStreamOperator<Row, Row> {
         private static final long serialVersionUID = 1L;
         public static final RowTypeInfo TYPE = new RowTypeInfo(
                 new TypeInformation<?>[] {Types.STRING, Types.STRING, Types.PRIMITIVE_ARRAY(Types.BYTE),
@@ -289,7 +293,27 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
 
         /** The feature rows with their codes (chained to the operator that makes them). */
         public static SingleOutputStreamOperator<Row> build(DataStream<Row> features, Params p) {
-            return features.map(new Codes(p), TYPE).name("drift bins per event").setParallelism(features.getParallelism());
+            return features.transform("drift bins per event", TYPE, new Codes(p)).setParallelism(features.getParallelism());
+        }
+
+        private transient long panesClosable = Long.MIN_VALUE;
+
+        @Override
+        public void processElement(StreamRecord<Row> element) throws Exception {
+            output.collect(element.replace(map(element.getValue())));
+        }
+
+        @Override
+        public void processWatermark(Watermark mark) throws Exception {
+            long t = mark.getTimestamp();
+            // the counter closes pane [s, s + w) once the watermark reaches s + w - 1 + lateness
+            long closable = t == Long.MAX_VALUE ? Long.MAX_VALUE
+                    : t < Long.MIN_VALUE / 2 ? Long.MIN_VALUE + 1 // no pane closes yet (and no overflow)
+                    : Math.floorDiv(t + 1 - p.latenessMs, p.windowMs);
+            if (closable > panesClosable) {
+                panesClosable = closable;
+                super.processWatermark(mark);
+            }
         }
 
         @SuppressWarnings("unchecked")
@@ -324,7 +348,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             fieldText = new String[maxField + 1];
         }
 
-        @Override
+        /** The feature row with its codes. */
         public Row map(Row row) {
             if (commas == null) setUp();
             String payload = (String) row.getField(1);
@@ -407,11 +431,13 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     @Override
     public void processWatermark(Watermark mark) throws Exception {
         currentWatermark = Math.max(currentWatermark, mark.getTimestamp());
+        boolean fired = false;
         Iterator<Map.Entry<Long, Acc>> it = open.entrySet().iterator();
         while (it.hasNext()) {
             Acc a = it.next().getValue();
             if (fireAt(a.start) > currentWatermark) break;
             it.remove();
+            fired = true;
             if (lastEmitted != Long.MIN_VALUE) {
                 long gap = (a.start - lastEmitted) / p.windowMs - 1;
                 if (gap > p.maxGapPanes) {
@@ -422,7 +448,9 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             }
             emit(a);
         }
-        super.processWatermark(mark);
+        // Downstream (the panes' scoring, the alerts' sinks) keeps no event time: it needs the
+        // watermark when a pane closed and at the end, not after every event.
+        if (fired || mark.getTimestamp() == Long.MAX_VALUE) super.processWatermark(mark);
     }
 
     private void emit(Acc a) {
