@@ -525,7 +525,9 @@ class PaneScorer:
         self.profile, self.layout, self.q = profile, Layout.of(profile), q
         self.window_ms = window_minutes * 60_000
         self.rid = profile.reference_id
-        self._draws: dict[tuple[int, int], tuple[dict, dict]] = {}
+        # calibrations by (reference counts, size): blocks whose reference counts are the same (quantile
+        # bins often fill alike) draw the same windows, so they share one
+        self._draws: dict[tuple[int, int], tuple[dict, dict, dict]] = {}
         cells = [(f, seg, o, n) for f, seg, o, n in self.layout.cells() if seg in profile.counts.get(f, {})]
         cells.sort(key=lambda c: (c[0], c[1]))
         self.cells = cells
@@ -536,6 +538,8 @@ class PaneScorer:
             ref = np.array([profile.counts[cells[i][0]][cells[i][1]] for i in ids], dtype=np.float64)
             self.groups[nb] = (ids, index, ref)
         self.ref_n = [int(sum(profile.counts[f][seg])) for f, seg, _, _ in cells]
+        same: dict[tuple, int] = {}
+        self.ref_key = [same.setdefault(tuple(profile.counts[f][seg]), len(same)) for f, seg, _, _ in cells]
         # per cell: a one-bin reference, its first filled bin, a categorical feature
         self.ref_single = np.array([sum(1 for x in profile.counts[f][seg] if x) == 1 for f, seg, _, _ in cells], dtype=bool)
         self.ref_bin = np.array([next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0)
@@ -544,7 +548,7 @@ class PaneScorer:
         self._groups_of: dict[D.DriftRule, list[tuple[tuple, list[int]]]] = {}
 
     def _calibration(self, cell: int, n: int):
-        key = (cell, n)
+        key = (self.ref_key[cell], n)
         got = self._draws.get(key)
         if got is None and self.ref_single[cell]:
             # one-bin reference: every draw is the same window (all n in that bin), so one metric

@@ -282,9 +282,10 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
                         Types.PRIMITIVE_ARRAY(Types.BYTE)},
                 new String[] {"eid", "payload", "features", "codes"});
         private final Params p;
-        private transient HashMap<String, Integer>[] segmentIndex, levelIndex;
+        private transient ValueIndex[] segmentIndex, levelIndex;
         private transient int[] commas;
-        private transient String[] fieldText; // this event's af1 fields, each cut once (segments and levels share them)
+        private transient int[] fieldHash; // this event's af1 fields' String.hashCode, each computed once
+        private transient boolean[] hashed;
         private transient int nDims, nFeatures;
 
         public Codes(Params p) {
@@ -316,7 +317,6 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             }
         }
 
-        @SuppressWarnings("unchecked")
         private void setUp() {
             nDims = p.segmentCounts.length;
             nFeatures = p.nbins.length;
@@ -328,24 +328,27 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
                 if (n > 65536) throw new IllegalArgumentException("drift bins: " + n + " segments in one dimension (at most 65536)");
             }
             int maxField = Math.max(p.tsField, p.offsetField);
-            segmentIndex = new HashMap[nDims];
+            segmentIndex = new ValueIndex[nDims];
             for (int d = 0, from = 0; d < nDims; d++) {
-                segmentIndex[d] = new HashMap<>();
-                for (int i = from; i < p.segmentValueEnds[d]; i++) segmentIndex[d].put(p.segmentValues[i], i - from);
+                HashMap<String, Integer> m = new HashMap<>();
+                for (int i = from; i < p.segmentValueEnds[d]; i++) m.put(p.segmentValues[i], i - from);
+                segmentIndex[d] = new ValueIndex(m);
                 from = p.segmentValueEnds[d];
                 maxField = Math.max(maxField, p.segmentFields[d]);
             }
-            levelIndex = new HashMap[nFeatures];
+            levelIndex = new ValueIndex[nFeatures];
             for (int i = 0, from = 0; i < nFeatures; i++) {
                 if (p.featureKind[i] == Params.CATEGORICAL) {
-                    levelIndex[i] = new HashMap<>();
-                    for (int j = from; j < p.levelEnds[i]; j++) levelIndex[i].put(p.levelValues[j], p.levelBins[j]);
+                    HashMap<String, Integer> m = new HashMap<>();
+                    for (int j = from; j < p.levelEnds[i]; j++) m.put(p.levelValues[j], p.levelBins[j]);
+                    levelIndex[i] = new ValueIndex(m);
                     maxField = Math.max(maxField, p.featureSource[i]);
                 }
                 from = p.levelEnds[i];
             }
             commas = new int[maxField + 2];
-            fieldText = new String[maxField + 1];
+            fieldHash = new int[maxField + 1];
+            hashed = new boolean[maxField + 1];
         }
 
         /** The feature row with its codes. */
@@ -354,13 +357,13 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             String payload = (String) row.getField(1);
             byte[] packed = (byte[]) row.getField(2);
             fieldBounds(payload);
-            java.util.Arrays.fill(fieldText, null);
+            java.util.Arrays.fill(hashed, false);
             byte[] codes = new byte[16 + 2 * (nDims + nFeatures)];
             LE_LONG.set(codes, 0, Long.parseLong(payload, commas[p.tsField] + 1, commas[p.tsField + 1], 10));
             LE_LONG.set(codes, 8, Long.parseLong(payload, commas[p.offsetField] + 1, commas[p.offsetField + 1], 10));
             for (int d = 0; d < nDims; d++) {
-                Integer s = segmentIndex[d].get(field(payload, p.segmentFields[d]));
-                LE_CHAR.set(codes, 16 + 2 * d, (char) (s == null ? p.segmentCounts[d] - 1 : s));
+                int s = lookUp(segmentIndex[d], payload, p.segmentFields[d]);
+                LE_CHAR.set(codes, 16 + 2 * d, (char) (s < 0 ? p.segmentCounts[d] - 1 : s));
             }
             int at = 16 + 2 * nDims;
             for (int i = 0; i < nFeatures; i++) {
@@ -371,8 +374,8 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
                                 (double) LE_DOUBLE.get(packed, 8 * p.featureSource[i]));
                         break;
                     case Params.CATEGORICAL: {
-                        Integer b = levelIndex[i].get(field(payload, p.featureSource[i]));
-                        bin = b == null ? p.nbins[i] - 1 : b;
+                        int b = lookUp(levelIndex[i], payload, p.featureSource[i]);
+                        bin = b < 0 ? p.nbins[i] - 1 : b;
                         break;
                     }
                     default:
@@ -396,10 +399,57 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             }
         }
 
-        private String field(String s, int index) {
-            String t = fieldText[index];
-            if (t == null) t = fieldText[index] = s.substring(commas[index] + 1, commas[index + 1]);
-            return t;
+        /** The code of field {@code index}'s value in {@code index}, -1 if it has none. */
+        private int lookUp(ValueIndex index, String s, int field) {
+            int from = commas[field] + 1, to = commas[field + 1];
+            if (!hashed[field]) {
+                int h = 0;
+                for (int k = from; k < to; k++) h = 31 * h + s.charAt(k); // String.hashCode of the field
+                fieldHash[field] = h;
+                hashed[field] = true;
+            }
+            return index.get(s, from, to, fieldHash[field]);
+        }
+    }
+
+    /**
+     * A map of strings to codes looked up by a region of another string (an af1 record's field)
+     * and its {@code String.hashCode}, without cutting the field out: open addressing, the
+     * region compared with {@code regionMatches}.
+     */
+    static final class ValueIndex {
+        private final String[] keys;
+        private final int[] hashes, codes;
+        private final int mask;
+
+        ValueIndex(Map<String, Integer> m) {
+            int size = Integer.highestOneBit(Math.max(2, m.size()) * 4 - 1);
+            keys = new String[size];
+            hashes = new int[size];
+            codes = new int[size];
+            mask = size - 1;
+            for (Map.Entry<String, Integer> e : m.entrySet()) {
+                int h = e.getKey().hashCode();
+                int i = spread(h) & mask;
+                while (keys[i] != null) i = (i + 1) & mask;
+                keys[i] = e.getKey();
+                hashes[i] = h;
+                codes[i] = e.getValue();
+            }
+        }
+
+        private static int spread(int h) {
+            return h ^ (h >>> 16);
+        }
+
+        /** The code of {@code s[from..to)} (its hashCode {@code h}), -1 if none. */
+        int get(String s, int from, int to, int h) {
+            int len = to - from;
+            for (int i = spread(h) & mask; keys[i] != null; i = (i + 1) & mask) {
+                String k = keys[i];
+                if (hashes[i] == h && k.length() == len && s.regionMatches(from, k, 0, len)) return codes[i];
+            }
+            return -1;
         }
     }
 
