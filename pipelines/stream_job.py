@@ -15,8 +15,10 @@ One topology, two sources (a wire file for the embedded default, a Kafka topic i
                                                               alert message of those at the threshold
       decoded events --graph--> pandas UDF batches          GraphStore writes (idempotent)
       with drift on (DriftPanes.java):
-        Codes, chained to the join                          each event's bins and segments
-        DriftPanes (parallelism 1)                          bin counts per pane; the alerts
+        Codes, chained to the join                          each event's bins and segments; of
+                                                              the watermarks, those that close a pane
+        DriftPanes (parallelism 1)                          bin counts per pane, each closed when
+                                                              the watermark passes it; the alerts
         pane scoring: Python table function, own task       drift records and drift alerts, one
         SplitLines                                            JSON row per pane, split in the JVM
 
