@@ -297,7 +297,13 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             return features.transform("drift bins per event", TYPE, new Codes(p)).setParallelism(features.getParallelism());
         }
 
-        private transient long panesClosable = Long.MIN_VALUE;
+        private transient long panesClosable; // how many panes the last watermark passed on lets close
+
+        @Override
+        public void open() throws Exception {
+            super.open();
+            panesClosable = Long.MIN_VALUE; // a transient field's initializer does not run after deserialization
+        }
 
         @Override
         public void processElement(StreamRecord<Row> element) throws Exception {
@@ -399,7 +405,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             }
         }
 
-        /** The code of field {@code index}'s value in {@code index}, -1 if it has none. */
+        /** The code {@code index} gives the value of the af1 record's field {@code field}, -1 if none. */
         private int lookUp(ValueIndex index, String s, int field) {
             int from = commas[field] + 1, to = commas[field + 1];
             if (!hashed[field]) {
