@@ -487,13 +487,11 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
     @Override
     public void processWatermark(Watermark mark) throws Exception {
         currentWatermark = Math.max(currentWatermark, mark.getTimestamp());
-        boolean fired = false;
         Iterator<Map.Entry<Long, Acc>> it = open.entrySet().iterator();
         while (it.hasNext()) {
             Acc a = it.next().getValue();
             if (fireAt(a.start) > currentWatermark) break;
             it.remove();
-            fired = true;
             if (lastEmitted != Long.MIN_VALUE) {
                 long gap = (a.start - lastEmitted) / p.windowMs - 1;
                 if (gap > p.maxGapPanes) {
@@ -504,9 +502,7 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
             }
             emit(a);
         }
-        // Downstream (the panes' scoring, the alerts' sinks) keeps no event time: it needs the
-        // watermark when a pane closed and at the end, not after every event.
-        if (fired || mark.getTimestamp() == Long.MAX_VALUE) super.processWatermark(mark);
+        super.processWatermark(mark);
     }
 
     private void emit(Acc a) {
