@@ -307,7 +307,11 @@ public final class DriftPanes extends AbstractStreamOperator<Row> implements One
 
         @Override
         public void processElement(StreamRecord<Row> element) throws Exception {
-            output.collect(element.replace(map(element.getValue())));
+            Row r = map(element.getValue());
+            // Stamped with the event's time: the table made from these rows declares a rowtime (for
+            // its watermarks), and the join before this emits a row with the timestamp of whichever
+            // part came last, which has none when it is the event itself.
+            output.collect(element.replace(r, (long) LE_LONG.get((byte[]) r.getField(3), 0)));
         }
 
         @Override
