@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 import uuid
 from datetime import datetime
 
@@ -157,6 +158,64 @@ def test_job_submitted_to_the_session_cluster_matches_the_local_run(world, local
     finally:
         delete_topics(k.kafka_bootstrap, [k.topic_alerts])
     assert _alert_scores(r.value for r in alerts) == _alert_scores(r.value for r in local_run["alerts"])
+
+
+@pytest.mark.services("flink")
+def test_an_unbounded_job_scores_each_window_once_the_watermark_passed_it(world):
+    """A job that never reaches the end of its input (on the session cluster) scores drift as it
+    goes: every window the watermark has passed is in the drift topic while the job still runs,
+    each the file run's records exactly. (A table made from a DataStream drops the watermarks
+    unless its schema keeps them: the pane counter then closed no pane before the end of the
+    input, so an unbounded job scored none at all.)"""
+    from pipelines.stream_job import drift_record_order
+    from tests.support.recovery_drill import cancel_cluster_job
+
+    suffix = world["suffix"]
+    k = world["kafka"].model_copy(update={
+        "topic_alerts": f"u-alerts-{suffix}", "topic_dlq": f"u-dlq-{suffix}", "topic_drift_scores": f"u-drift-{suffix}",
+        "topic_drift_alerts": f"u-drift-alerts-{suffix}", "graph_url": "memory:", "checkpoint_interval_ms": 500})
+    outputs = (k.topic_alerts, k.topic_dlq, k.topic_drift_scores, k.topic_drift_alerts)
+    ensure_topics(k.kafka_bootstrap, {t: 1 for t in outputs})
+    # The watermark trails each partition's latest event time by the out-of-orderness bound; a
+    # window is closed once the watermark passes its last millisecond plus the allowed lateness.
+    latest: dict[int, int] = {}
+    for r in consume_all(k.kafka_bootstrap, k.topic_transactions, timeout_s=60):
+        try:
+            ts = int(TransactionEvent.from_wire(r.value.decode()).timestamp.timestamp() * 1000)
+        except (ValueError, UnicodeDecodeError):
+            continue  # the dead letters: they cannot move the watermark
+        latest[r.partition] = max(latest.get(r.partition, ts), ts)
+    cut = min(latest.values()) - k.out_of_orderness_ms - k.allowed_lateness_ms - 60_000
+    file_windows: dict[int, list[dict]] = {}
+    for r in world["reference"].drift_records:
+        file_windows.setdefault(r["window_start"], []).append(r)
+    settled = {w for w, recs in file_windows.items() if recs[0]["window_end"] - 1 <= cut}
+    assert len(settled) >= 3
+
+    job_id = None
+    try:
+        proc = flow.submit_kafka_job(k, world["root"] / "model", bounded=False, detached=True,
+                                     group_id=f"u-{suffix}", job_name=f"unbounded-{suffix}")
+        job_id = flow.cluster_job_id(proc.stdout + proc.stderr)
+        deadline = time.monotonic() + 300
+        while True:
+            got: dict[int, list[dict]] = {}
+            for m in consume_all(k.kafka_bootstrap, k.topic_drift_scores, timeout_s=30):
+                d = json.loads(m.value)
+                got.setdefault(d["window_start"], []).append(d)
+            if settled <= set(got) or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        # still running: the windows came from a job that had not reached an end of its input
+        assert cancel_cluster_job(k.flink_rest, job_id) == "CANCELED"
+        job_id = None
+    finally:
+        if job_id is not None:
+            cancel_cluster_job(k.flink_rest, job_id)
+        delete_topics(k.kafka_bootstrap, outputs)
+    assert settled <= set(got), f"windows {sorted(settled - set(got))} never scored while the job ran"
+    for w, recs in got.items():  # complete windows only, each exactly once
+        assert sorted(recs, key=drift_record_order) == file_windows[w]
 
 
 def test_alert_messages_carry_exact_events(world, local_run):

@@ -138,6 +138,15 @@ def _job_state(rest: str, job_id: str) -> tuple[str, list[str]]:
     return j["state"], [v["status"] for v in j.get("vertices", [])]
 
 
+def cancel_cluster_job(rest: str, job_id: str, timeout_s: float = 120) -> str:
+    """Cancel a session-cluster job unless it has ended; return its final state once reached."""
+    ended = ("FINISHED", "FAILED", "CANCELED")
+    if _job_state(rest, job_id)[0] not in ended:
+        req = urllib.request.Request(f"{rest.rstrip('/')}/jobs/{job_id}?mode=cancel", method="PATCH")
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10)
+    return _wait(lambda: (s := _job_state(rest, job_id)[0]) in ended and s, timeout_s, f"job {job_id}'s end", step=0.5)
+
+
 def _checkpoints(rest: str, job_id: str) -> dict:
     return _rest(rest, f"/jobs/{job_id}/checkpoints")
 
@@ -284,9 +293,7 @@ def run_drill(world: World, *, kills: int = 2, checkpoint_interval_ms: int = 100
     finally:
         if job_id is not None:
             try:
-                if _job_state(rest, job_id)[0] not in ("FINISHED", "FAILED", "CANCELED"):
-                    req = urllib.request.Request(f"{rest.rstrip('/')}/jobs/{job_id}?mode=cancel", method="PATCH")
-                    urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10)
+                cancel_cluster_job(rest, job_id)
             except Exception:  # noqa: BLE001 - best effort clean-up
                 pass
         if not taskmanager_pids():
