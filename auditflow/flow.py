@@ -496,6 +496,42 @@ class CaseResult:
     trace_id: str = ""
     typologies: list[str] = field(default_factory=list)
     deep_ms: float | None = None  # wall time of its deep path: its share of the batch SHAP, then trace to report
+    tier: str = ""  # its deep-path tier (critical, normal, background: TierPolicy of the settings)
+
+
+class DeepPathMetrics:
+    """Per tier, in Prometheus' text format (``write``): how long each alert's deep path took from
+    the moment the batch's alerts were queued (its wait, then its trace to report), how many were
+    done and past their tier's latency target, and how many are still queued (at the end: the alerts
+    a report cap left without a deep path)."""
+
+    def __init__(self, targets_ms: dict[str, float]):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.targets_ms = targets_ms
+        self.registry = CollectorRegistry()
+        self.seconds = Histogram("auditflow_deep_path_seconds", "queued to report written", ["tier"],
+                                 registry=self.registry, buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+        self.depth = Gauge("auditflow_deep_path_queue_depth", "alerts waiting for their deep path", ["tier"],
+                           registry=self.registry)
+        self.done = Counter("auditflow_deep_path_cases", "alerts through the deep path", ["tier"], registry=self.registry)
+        self.missed = Counter("auditflow_deep_path_latency_target_missed", "deep paths past their tier's target",
+                              ["tier"], registry=self.registry)
+        for tier in targets_ms:  # every tier's series, zero where none came
+            for m in (self.seconds, self.depth, self.done, self.missed):
+                m.labels(tier)
+
+    def finished(self, tier: str, seconds: float) -> None:
+        self.depth.labels(tier).dec()
+        self.done.labels(tier).inc()
+        self.seconds.labels(tier).observe(seconds)
+        if seconds * 1000.0 > self.targets_ms.get(tier, float("inf")):
+            self.missed.labels(tier).inc()
+
+    def write(self, path: str | Path) -> None:
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(str(path), self.registry)
 
 
 def run_deep_path(
@@ -509,11 +545,18 @@ def run_deep_path(
     progress: Callable[[int, int], None] | None = None,
     development_key: bool = False,
     drift_records: Sequence[dict] = (),
+    metrics_path: str | Path | None = None,
 ) -> list[CaseResult]:
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert (with
-    the drift of the alert's segments at alert time, where the run scored drift)."""
+    the drift of the alert's segments at alert time, where the run scored drift).
+
+    The alerts queue by tier (:class:`model_service.service.TierPolicy` of the settings:
+    critical, then normal, then background; by score within a tier), so a report cap
+    (``max_reports``) leaves out the least urgent. Per-tier latency and queue depth
+    (:class:`DeepPathMetrics`) go to ``metrics_path`` where given."""
     from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
+    from model_service.service import TIERS, TierPolicy
     from reports import ReportFailure, ReportWriter
 
     signer = report_signer(settings, development_key=development_key)
@@ -523,18 +566,21 @@ def run_deep_path(
     writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
                           seed=settings.seed, signer=signer,  # repairs what a crashed run left
                           **report_profile_options(settings))
-    cases: list[CaseResult] = []
     drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
+    policy = TierPolicy.of(settings, cascade.alert_threshold)
+    metrics = DeepPathMetrics(dict(policy.targets_ms))
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
-        todo = explained if max_reports is None else explained[:max_reports]
-        for i, (alert, codes) in enumerate(explained):
-            case = CaseResult(alert, codes)
-            cases.append(case)
-            if i >= len(todo):
-                continue
+        cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
+        rank = {t: i for i, t in enumerate(TIERS)}
+        queue = sorted(cases, key=lambda c: rank.get(c.tier, len(rank)))  # stable: by score within a tier
+        for c in queue:
+            metrics.depth.labels(c.tier).inc()
+        todo = queue if max_reports is None else queue[:max_reports]
+        for i, case in enumerate(todo):
+            alert, codes = case.alert, case.reason_codes
             t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
@@ -548,9 +594,12 @@ def run_deep_path(
             case.trace_id = trace.trace_id
             case.typologies = [m.typology for m in matches]
             case.deep_ms = round(share_ms + (time.perf_counter() - t_case) * 1000.0, 3)
+            metrics.finished(case.tier, time.perf_counter() - t_explain)
             if progress:
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
+    if metrics_path is not None:
+        metrics.write(metrics_path)
     return cases
 
 
@@ -808,13 +857,14 @@ class RunPaths:
     reports_dir: Path
     drift_scores: Path
     drift_alerts: Path
+    deep_path_metrics: Path  # per tier, Prometheus' text format (a node exporter's textfile collector reads it)
 
     @classmethod
     def under(cls, out_dir: str | Path) -> RunPaths:
         out = Path(out_dir)
         return cls(out, out / "rejects.jsonl", out / "fast_alerts.jsonl", out / "alerts.jsonl",
                    out / "run_summary.json", out / REPORTS_DIRNAME, out / "drift_scores.jsonl",
-                   out / "drift_alerts.jsonl")
+                   out / "drift_alerts.jsonl", out / "deep_path_metrics.prom")
 
 
 class CountMismatch(RuntimeError):
@@ -947,13 +997,13 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
         stream.candidates, model_dir, settings, input_sha256=input_sha256,
         reports_dir=paths.reports_dir, max_reports=max_reports,
         progress=lambda i, n: progress("deep", i, n), development_key=development_key,
-        drift_records=stream.drift_records,
+        drift_records=stream.drift_records, metrics_path=paths.deep_path_metrics,
     )
     write_jsonl(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
          "input_sha256": input_sha256,
          "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
-         "report_error": c.report_error, "deep_ms": c.deep_ms} for c in cases))
+         "report_error": c.report_error, "deep_ms": c.deep_ms, "tier": c.tier} for c in cases))
     result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result

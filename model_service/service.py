@@ -50,6 +50,13 @@ class TierPolicy:
     alert_threshold: float
     targets_ms: Mapping[str, float]
 
+    @classmethod
+    def of(cls, settings, alert_threshold: float) -> TierPolicy:
+        """The tiers of the settings (``AUDITFLOW_TIER_*``) over a cascade's alert threshold."""
+        targets = {"critical": settings.tier_critical_ms, "normal": settings.tier_normal_ms,
+                   "background": settings.tier_background_ms}
+        return cls(settings.tier_critical_score, settings.tier_normal_score, alert_threshold, targets)
+
     def tier(self, score: float) -> str:
         """``critical`` / ``normal`` / ``background`` (at or above the alert threshold), else ``none``.
 
@@ -360,8 +367,6 @@ def app_from_settings(settings):
 
     model_dir = settings.model_dir or settings.out_dir / "model"
     cascade = Cascade.load(model_dir)
-    targets = {"critical": settings.tier_critical_ms, "normal": settings.tier_normal_ms,
-               "background": settings.tier_background_ms}
-    policy = TierPolicy(settings.tier_critical_score, settings.tier_normal_score, cascade.alert_threshold, targets)
+    policy = TierPolicy.of(settings, cascade.alert_threshold)
     return create_app(CascadeScorer(cascade, policy), batch_max=settings.model_batch_max,
-                      batch_wait_ms=settings.model_batch_wait_ms, targets_ms=targets)
+                      batch_wait_ms=settings.model_batch_wait_ms, targets_ms=dict(policy.targets_ms))

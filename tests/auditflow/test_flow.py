@@ -240,6 +240,45 @@ def test_reports_record_the_code_version_of_the_checkout(run):
                        check=True, capture_output=True)
 
 
+def test_the_deep_path_queues_alerts_by_tier_and_writes_each_tiers_metrics(tmp_path, model_dir, live):
+    """Tiers from the settings' score levels, put between the alerts' own scores: a report cap
+    goes to critical alerts first, then normal ones; the metrics file counts per tier what was
+    done, what is still queued and what missed its latency target (critical's target is 1 µs,
+    background's a day)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    base = Settings(out_dir=tmp_path / "first", seed=3)
+    first = flow.report_stream(reference_stream(live, model_dir, base), live, model_dir, base, max_reports=0)
+    scores = sorted({c.alert.score for c in first.cases}, reverse=True)
+    assert len(scores) >= 5
+    settings = Settings(out_dir=tmp_path / "tiers", seed=3, tier_critical_score=scores[1], tier_normal_score=scores[3],
+                        tier_critical_ms=0.001, tier_background_ms=86_400_000)
+    result = flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=3)
+
+    def tier(score: float) -> str:
+        return "critical" if score >= scores[1] else "normal" if score >= scores[3] else "background"
+
+    assert [c.tier for c in result.cases] == [tier(c.alert.score) for c in result.cases]
+    rank = {"critical": 0, "normal": 1, "background": 2}
+    first_three = sorted(result.cases, key=lambda c: (rank[c.tier], -c.alert.score, c.alert.event.event_id))[:3]
+    assert [c.tier for c in first_three] == ["critical", "critical", "normal"]
+    assert {c.alert.alert_id for c in result.cases if c.report_pdf} == {c.alert.alert_id for c in first_three}
+    written = [json.loads(line) for line in result.paths.alerts.read_text().splitlines()]
+    assert [a["tier"] for a in written] == [c.tier for c in result.cases]
+
+    samples = {(s.name, s.labels.get("tier")): s.value
+               for fam in text_string_to_metric_families(result.paths.deep_path_metrics.read_text())
+               for s in fam.samples}
+    for t in rank:
+        in_tier = [c for c in result.cases if c.tier == t]
+        done = sum(1 for c in in_tier if c.report_pdf)
+        assert samples[("auditflow_deep_path_cases_total", t)] == done
+        assert samples[("auditflow_deep_path_seconds_count", t)] == done
+        assert samples[("auditflow_deep_path_queue_depth", t)] == len(in_tier) - done
+    assert samples[("auditflow_deep_path_latency_target_missed_total", "critical")] == 2
+    assert samples[("auditflow_deep_path_latency_target_missed_total", "background")] == 0
+
+
 def test_recall_is_zero_when_nothing_was_planted(tmp_path, model_dir, live):
     settings = Settings(out_dir=tmp_path / "run")
     stream = reference_stream(live, model_dir, settings)
