@@ -499,41 +499,6 @@ class CaseResult:
     tier: str = ""  # its deep-path tier (critical, normal, background: TierPolicy of the settings)
 
 
-class DeepPathMetrics:
-    """Per tier, in Prometheus' text format (``write``): how long each alert's deep path took from
-    the moment the batch's alerts were queued (its wait, then its trace to report), how many were
-    done and past their tier's latency target, and how many are still queued (at the end: the alerts
-    a report cap left without a deep path)."""
-
-    def __init__(self, targets_ms: dict[str, float]):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.targets_ms = targets_ms
-        self.registry = CollectorRegistry()
-        self.seconds = Histogram("auditflow_deep_path_seconds", "queued to report written", ["tier"],
-                                 registry=self.registry, buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
-        self.depth = Gauge("auditflow_deep_path_queue_depth", "alerts waiting for their deep path", ["tier"],
-                           registry=self.registry)
-        self.done = Counter("auditflow_deep_path_cases", "alerts through the deep path", ["tier"], registry=self.registry)
-        self.missed = Counter("auditflow_deep_path_latency_target_missed", "deep paths past their tier's target",
-                              ["tier"], registry=self.registry)
-        for tier in targets_ms:  # every tier's series, zero where none came
-            for m in (self.seconds, self.depth, self.done, self.missed):
-                m.labels(tier)
-
-    def finished(self, tier: str, seconds: float) -> None:
-        self.depth.labels(tier).dec()
-        self.done.labels(tier).inc()
-        self.seconds.labels(tier).observe(seconds)
-        if seconds * 1000.0 > self.targets_ms.get(tier, float("inf")):
-            self.missed.labels(tier).inc()
-
-    def write(self, path: str | Path) -> None:
-        from prometheus_client import write_to_textfile
-
-        write_to_textfile(str(path), self.registry)
-
-
 def run_deep_path(
     candidates: list[tuple[TransactionEvent, dict[str, float]]],
     model_dir: str | Path,
@@ -552,11 +517,12 @@ def run_deep_path(
 
     The alerts queue by tier (:class:`model_service.service.TierPolicy` of the settings:
     critical, then normal, then background; by score within a tier), so a report cap
-    (``max_reports``) leaves out the least urgent. Per-tier latency and queue depth
-    (:class:`DeepPathMetrics`) go to ``metrics_path`` where given."""
+    (``max_reports``) leaves out the least urgent. Per-tier latency, target misses, cases done
+    and queue depth (:class:`model_service.service.TierMetrics`) go to ``metrics_path`` where
+    given, in Prometheus' text format."""
     from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
-    from model_service.service import TIERS, TierPolicy
+    from model_service.service import TIERS, TierMetrics, TierPolicy
     from reports import ReportFailure, ReportWriter
 
     signer = report_signer(settings, development_key=development_key)
@@ -568,7 +534,11 @@ def run_deep_path(
                           **report_profile_options(settings))
     drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
     policy = TierPolicy.of(settings, cascade.alert_threshold)
-    metrics = DeepPathMetrics(dict(policy.targets_ms))
+    # per tier: from queued (all at once, after the batch SHAP) to report written
+    metrics = TierMetrics("auditflow_deep_path", latency=("seconds", "queued to report written"),
+                          done=("cases", "alerts through the deep path"), waiting="alerts waiting for their deep path",
+                          missed="deep paths past their tier's target",
+                          buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
@@ -594,12 +564,15 @@ def run_deep_path(
             case.trace_id = trace.trace_id
             case.typologies = [m.typology for m in matches]
             case.deep_ms = round(share_ms + (time.perf_counter() - t_case) * 1000.0, 3)
-            metrics.finished(case.tier, time.perf_counter() - t_explain)
+            metrics.depth.labels(case.tier).dec()
+            metrics.served(case.tier, time.perf_counter() - t_explain, 1, policy.targets_ms.get(case.tier, float("inf")))
             if progress:
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
-    if metrics_path is not None:
-        metrics.write(metrics_path)
+    if metrics_path is not None:  # at the end, the depth is what a report cap left queued
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(str(metrics_path), metrics.registry)
     return cases
 
 

@@ -150,20 +150,42 @@ class ScoreRequest(BaseModel):
     rows: list[Row] = Field(max_length=100_000)
 
 
-class _Metrics:
-    def __init__(self) -> None:
+class TierMetrics:
+    """Per tier, in a registry of their own: latency from queueing (a histogram named
+    ``{prefix}_{latency[0]}``), work done (``{prefix}_{done[0]}``), how many were past the tier's
+    latency target and the queue depth; used by the service (requests) and the deep path (alerts).
+    Every tier's series exists from the start, zero until used."""
+
+    def __init__(self, prefix: str, *, latency: tuple[str, str], done: tuple[str, str], waiting: str, missed: str,
+                 buckets: Sequence[float]) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
-        buckets = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-        self.latency = Histogram("auditflow_model_request_seconds", "request latency: queue wait plus scoring",
-                                 ["tier"], registry=self.registry, buckets=buckets)
-        self.depth = Gauge("auditflow_model_queue_depth", "requests waiting", ["tier"], registry=self.registry)
-        self.rows = Counter("auditflow_model_rows_scored", "rows scored", ["tier"], registry=self.registry)
-        self.missed = Counter("auditflow_model_latency_target_missed", "requests past their tier's target",
-                              ["tier"], registry=self.registry)
+        self.latency = Histogram(f"{prefix}_{latency[0]}", latency[1], ["tier"], registry=self.registry,
+                                 buckets=tuple(buckets))
+        self.depth = Gauge(f"{prefix}_queue_depth", waiting, ["tier"], registry=self.registry)
+        self.done = Counter(f"{prefix}_{done[0]}", done[1], ["tier"], registry=self.registry)
+        self.missed = Counter(f"{prefix}_latency_target_missed", missed, ["tier"], registry=self.registry)
         for t in TIERS:
-            self.depth.labels(t).set(0)
+            for m in (self.latency, self.depth, self.done, self.missed):
+                m.labels(t)
+
+    def served(self, tier: str, seconds: float, count: int, target_ms: float) -> None:
+        """``count`` done in ``tier``, ``seconds`` after they were queued."""
+        self.latency.labels(tier).observe(seconds)
+        self.done.labels(tier).inc(count)
+        if seconds * 1000.0 > target_ms:
+            self.missed.labels(tier).inc()
+
+
+class _Metrics(TierMetrics):
+    """The service's: requests, from queued to scored."""
+
+    def __init__(self) -> None:
+        super().__init__("auditflow_model", latency=("request_seconds", "request latency: queue wait plus scoring"),
+                         done=("rows_scored", "rows scored"), waiting="requests waiting",
+                         missed="requests past their tier's target",
+                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
 
 
 @dataclass
@@ -254,11 +276,8 @@ class MicroBatcher:
                 continue
             now = time.perf_counter()
             for job, res in zip(jobs, results):
-                elapsed = now - job.enqueued
-                self.metrics.latency.labels(job.tier).observe(elapsed)
-                self.metrics.rows.labels(job.tier).inc(len(job.rows))
-                if elapsed * 1000.0 > self.targets_ms.get(job.tier, float("inf")):
-                    self.metrics.missed.labels(job.tier).inc()
+                self.metrics.served(job.tier, now - job.enqueued, len(job.rows),
+                                    self.targets_ms.get(job.tier, float("inf")))
                 if not job.future.done():
                     job.future.set_result(res)
 
