@@ -13,8 +13,9 @@ Neo4j: the server of ``deploy/services up neo4j`` with the settings' credentials
     the defaults of :mod:`auditflow.limits`), roots drawn with a seeded RNG among senders. Each
     backend runs all roots in a phase of its own (interleaved, the Neo4j server's work after each
     answer landed inside the next embedded trace: p99 9.9 ms against 3.3 ms alone on the quick
-    graph); per root, their traces must be identical (a time-budget cut excepted). The embedded store runs with ``gc.freeze()`` around each trace (a
-    million edges in the process otherwise puts cyclic-GC pauses inside some traces).
+    graph); per root, their traces must be identical (a time-budget cut excepted). The embedded
+    store runs with ``gc.freeze()`` around each trace (a million edges in the process otherwise
+    puts cyclic-GC pauses inside some traces).
 (b) **Naive Cypher**: for the first roots, the same question as one variable-length pattern,
     ``MATCH p=(a {id: $root})-[:TX*1..5]->(b)`` with every transfer inside the window, in time
     order along the path and within the hop horizon of the one before, ``count(DISTINCT b)``, run with a transaction timeout of
