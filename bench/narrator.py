@@ -25,9 +25,10 @@ checker, masking and backtracking) and ``baseline`` (plain sampling). Figures:
 * ``checker_us_per_token``: masking and checking time per sampled token (a grammar-constraint
   library costs about 50 us per token);
 * ``template_fallback_rate``: template sentences over all sentences;
-* ``--compare-early N``: the first N alerts again with ``early_check`` sentence / fact / entropy
-  (backtracks, tokens rolled back, seconds): whether checking at fact slots (always, or when the
-  next-token entropy spikes) helps.
+* ``--compare-early N``: the N alerts that backtracked most in the constrained run (the others
+  have nothing for an early check to catch) again with ``early_check`` sentence / fact / entropy
+  (backtracks, tokens rolled back, template fallbacks, unsupported facts, seconds): whether
+  checking at fact slots (always, or when the next-token entropy spikes) helps.
 
 Last line: ``narrator unsupported_constrained=... unsupported_baseline=... fact_recall=...
 overhead_ratio=... tokens_per_s=... template_fallback_rate=...``.
@@ -97,10 +98,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--compare-early", type=int, default=None, metavar="N",
-                    help="re-run the first N alerts with each early_check (default 2, 0 with --quick)")
+                    help="re-run the N alerts that backtracked most with each early_check (default 8, 0 with --quick)")
     args = ap.parse_args()
     n = args.alerts or (6 if args.quick else 50)
-    compare = args.compare_early if args.compare_early is not None else (0 if args.quick else 2)
+    compare = args.compare_early if args.compare_early is not None else (0 if args.quick else 8)
 
     from model_service.narrator import DecodingParams, load_model, narrate
     from model_service.narrator_facts import evidence_for, extract_facts, narrative_plan, unsupported_facts
@@ -142,13 +143,21 @@ def main() -> None:
             log("  baseline:    " + base.text)
 
     early = {}
+    # the alerts whose constrained run backtracked most (ties: in order): where an early check can matter
+    chosen = sorted(sorted(range(len(rows)), key=lambda i: -rows[i]["backtracks"])[:compare])
+    if compare:
+        log(f"[early_check] alerts {[i + 1 for i in chosen]} ({sum(rows[i]['backtracks'] for i in chosen)} backtracks "
+            f"with early_check={params.early_check})")
     for mode in ("sentence", "fact", "entropy") if compare else ():
         p = replace(params, early_check=mode)
-        acc = {"backtracks": 0, "tokens_rolled_back": 0, "seconds": 0.0, "template_fallbacks": 0}
-        for i, (alert, trace, codes, typ) in enumerate(cases[:compare]):
-            st = dict(narrate(alert, trace, codes, typ, lm=lm, params=p, seed=args.seed + i).stats)
-            for k in acc:
+        acc = {"backtracks": 0, "tokens_rolled_back": 0, "template_fallbacks": 0, "unsupported": 0, "seconds": 0.0}
+        for i in chosen:
+            alert, trace, codes, typ = cases[i]
+            nar = narrate(alert, trace, codes, typ, lm=lm, params=p, seed=args.seed + i)
+            st = dict(nar.stats)
+            for k in ("backtracks", "tokens_rolled_back", "template_fallbacks", "seconds"):
                 acc[k] += st[k]
+            acc["unsupported"] += len(unsupported_facts(nar.text, evidence_for(alert, trace, codes, typ)))
         early[mode] = acc
         log(f"[early_check={mode}] {acc}")
 
