@@ -113,9 +113,10 @@ def main() -> None:
     lm = load_model(args.device, threads=args.threads)
     log(f"[model] {lm.device}, {lm.digest[:19]}... loaded in {time.perf_counter() - t0:.1f}s")
     params = DecodingParams()
-    rows = []
+    rows, evidence = [], []
     for i, (alert, trace, codes, typ) in enumerate(cases):
         ev = evidence_for(alert, trace, codes, typ)
+        evidence.append(ev)
         items = narrative_plan(alert, trace, codes, typ, evidence=ev)
         keys = {k for it in items for k in it.facts}
         con = narrate(alert, trace, codes, typ, lm=lm, params=params, seed=args.seed + i)
@@ -157,7 +158,7 @@ def main() -> None:
             st = dict(nar.stats)
             for k in ("backtracks", "tokens_rolled_back", "template_fallbacks", "seconds"):
                 acc[k] += st[k]
-            acc["unsupported"] += len(unsupported_facts(nar.text, evidence_for(alert, trace, codes, typ)))
+            acc["unsupported"] += len(unsupported_facts(nar.text, evidence[i]))
         early[mode] = acc
         log(f"[early_check={mode}] {acc}")
 
