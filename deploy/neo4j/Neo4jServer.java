@@ -89,8 +89,10 @@ public final class Neo4jServer {
             System.err.println("Neo4jServer: password file " + passwordFile + " must hold one non-empty line");
             System.exit(2);
         }
+        // "--" ends the options: a password that begins with '-' (token_urlsafe gives one in 64) is
+        // the positional parameter, not an unknown option (picocli's usage error, exit 64)
         int rc = new CommandLine(new SetInitialPasswordCommand(new ExecutionContext(home, home.resolve("conf"))))
-                .execute(password);
+                .execute("--", password);
         if (rc != 0) {
             System.err.println("Neo4jServer: set-initial-password failed (exit " + rc + ")");
             System.exit(2);

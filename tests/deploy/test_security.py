@@ -188,3 +188,33 @@ def test_a_store_that_ran_without_auth_gets_the_password_and_keeps_its_data(tmp_
     finally:
         subprocess.run([sys.executable, str(PRIVATE), "down", "neo4j"], capture_output=True, text=True,
                        timeout=600, env=env)
+
+
+@pytest.mark.services()
+def test_a_password_that_begins_with_a_dash_is_set_and_accepted(tmp_path):
+    """One generated password in 64 begins with '-' (token_urlsafe's alphabet has 64 letters): it
+    reaches neo4j-admin's set-initial-password as the password, not as an option. Its own Neo4j,
+    fresh store, the password file written by the user beforehand."""
+    import neo4j
+
+    bolt = free_port()
+    var = tmp_path / "var"
+    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable, "AUDITFLOW_VAR": str(var),
+           "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt), "AUDITFLOW_NEO4J_HEAP": "512m"}
+    env.pop("AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH", None)
+    password_file = var / "neo4j" / "auth" / "password"
+    password_file.parent.mkdir(parents=True)
+    password = "-" + uuid.uuid4().hex + "--help"
+    password_file.write_text(password + "\n")
+    os.chmod(password_file, 0o600)
+    try:
+        res = subprocess.run([sys.executable, str(PRIVATE), "up", "neo4j"], capture_output=True, text=True,
+                             timeout=600, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "generated a password" not in res.stderr, res.stderr
+        with neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{bolt}", auth=("neo4j", password)) as driver:
+            records, _, _ = driver.execute_query("RETURN 1 AS one")
+            assert records[0]["one"] == 1
+    finally:
+        subprocess.run([sys.executable, str(PRIVATE), "down", "neo4j"], capture_output=True, text=True,
+                       timeout=600, env=env)
