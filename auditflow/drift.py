@@ -134,18 +134,18 @@ def metric_rows(name: str, ref: np.ndarray, samples: np.ndarray, alpha: float) -
 
 
 #: Calibration sizes per doubling of the window size (see :func:`calibration_size`).
-CALIBRATION_STEPS_PER_DOUBLING = 4
+CALIBRATION_STEPS_PER_DOUBLING = 2
 
 
 def calibration_size(n: int, min_count: int = DEFAULT_MIN_COUNT) -> int:
-    """The window size thresholds are calibrated at: the largest point of the grid
-    ``min_count * 2**(j/4)`` (j = 0, 1, ...) at or below ``n`` (within 16 % of it, never above, so
-    the thresholds are those of a slightly smaller window: a little wider, on the side of fewer
-    false alarms). Windows of similar size share one calibration, so a stream's scoring costs a
-    few calibrations per feature and segment, not one per window.
+    """The window size thresholds are drawn at: the largest point of the grid
+    ``min_count * 2**(j/2)`` (j = 0, 1, ...) at or below ``n`` (within 30 % of it, never above).
+    Windows of similar size share one calibration, so a stream's scoring costs a few calibrations
+    per feature and segment, not one per window; :func:`size_scale` carries the draws from the
+    grid point to the window's own size.
 
-    >>> [calibration_size(n, 200) for n in (200, 236, 237, 1000, 1_000_000)]
-    [200, 200, 237, 951, 974198]
+    >>> [calibration_size(n, 200) for n in (200, 281, 282, 1000, 1_000_000)]
+    [200, 200, 282, 800, 819200]
     """
     k = CALIBRATION_STEPS_PER_DOUBLING
     if n < min_count:
@@ -156,6 +156,29 @@ def calibration_size(n: int, min_count: int = DEFAULT_MIN_COUNT) -> int:
     while j > 0 and math.floor(min_count * 2 ** (j / k)) > n:
         j -= 1
     return math.floor(min_count * 2 ** (j / k))
+
+
+def size_scale(name: str, n_cal: int, n: int) -> float:
+    """The factor that carries a metric's draws at ``n_cal`` events to windows of ``n``: the
+    metrics of an unchanged stream shrink with the window's size like a chi-square over it
+    (``2n * KL`` and ``2n * PSI`` tend to chi-square(bins - 1), the JS divergence to one over 8n),
+    so PSI and KL scale as ``n_cal / n`` and the JS *distance* as its square root. With windows
+    at most 30 % above their grid point the scaled quantiles stay within a few per cent of
+    same-size draws (tests/auditflow/test_drift_metrics.py), where unscaled ones would sit up to
+    30 % too high.
+
+    The scaled draws' thresholds are ``quantile * scale``; a value's p-value is taken at the
+    grid point, ``tail_p_value(value / scale, draws at n_cal)``.
+
+    >>> size_scale("psi", 200, 400), size_scale("js", 200, 800)
+    (0.5, 0.5)
+    """
+    if name not in METRICS:
+        raise ValueError(f"unknown drift metric {name!r} (one of {', '.join(METRICS)})")
+    if n_cal <= 0 or n <= 0:
+        raise ValueError(f"size_scale needs positive sizes: n_cal={n_cal!r}, n={n!r}")
+    r = n_cal / n
+    return math.sqrt(r) if name == "js" else r
 
 
 def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,

@@ -251,7 +251,7 @@ class DriftRecord:
     n_cur: int
     out_of_reference: float  # the window's share outside the reference's bins (under/overflow, new levels)
     alpha: float
-    calibration_n: int  # the window size the thresholds and p-value were drawn at (auditflow.drift.calibration_size)
+    calibration_n: int  # the window size the thresholds' draws were made at (auditflow.drift.calibration_size; scaled to n_cur)
     events: int  # the pane's events (all segments)
     first_offset: int | None  # the smallest and largest source offset (line of the input) of the pane's events
     last_offset: int | None
@@ -518,8 +518,9 @@ def _sorted_quantile(d: np.ndarray, q: float) -> float:
 class PaneScorer:
     """Scores panes of one reference: every (feature, segment) block the reference has counts
     for, three metrics each, vectorized over the blocks of one bin count; thresholds and p-values
-    from same-size reference draws (:func:`auditflow.drift.reference_draws_all`, cached per block
-    and calibration size)."""
+    from reference draws at the calibration size (:func:`auditflow.drift.reference_draws_all`,
+    cached per block and calibration size) carried to each window's size
+    (:func:`auditflow.drift.size_scale`)."""
 
     def __init__(self, profile: Profile, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES, *, q: float = 0.05):
         self.profile, self.layout, self.q = profile, Layout.of(profile), q
@@ -570,8 +571,9 @@ class PaneScorer:
         return got
 
     def _p_values(self, m: str, values: np.ndarray, cals: Mapping[int, tuple]) -> np.ndarray:
-        """:func:`auditflow.drift.tail_p_value` of each judged cell's value (1 for the others): the
-        empirical p-value from each cell's sorted draws, the scaled chi-square tail
+        """:func:`auditflow.drift.tail_p_value` of each judged cell's value (1 for the others), the
+        values given at the cells' calibration sizes (divided by the size scale): the empirical
+        p-value from each cell's sorted draws, the scaled chi-square tail
         (:func:`auditflow.drift.tail_p_values`) for the few beyond every draw."""
         out = np.ones(len(self.cells))
         vs = values.tolist()
@@ -646,12 +648,17 @@ class PaneScorer:
         gate = np.select([n_cur == 0, constant, n_cur < mc], [_EMPTY, _CONSTANT, _INSUFFICIENT], -1)
         judged = gate < 0
         columns = {}
+        # auditflow.drift.size_scale of each calibrated cell: its draws at the grid point carried to its size
+        ratio = np.ones(k)
+        for i in cals:
+            ratio[i] = cal_sizes[i] / n_list[i]
         for m in D.METRICS:  # thresholds, statuses, p-values and Benjamini-Hochberg over the judged blocks
-            warn = np.array([cals[i][1][m][0] if i in cals else 0.0 for i in range(k)])
-            drift = np.array([cals[i][1][m][1] if i in cals else 0.0 for i in range(k)])
+            scale = np.sqrt(ratio) if m == "js" else ratio
+            warn = np.array([cals[i][1][m][0] if i in cals else 0.0 for i in range(k)]) * scale
+            drift = np.array([cals[i][1][m][1] if i in cals else 0.0 for i in range(k)]) * scale
             v = values[m]
             code = np.where(judged, np.where(v > drift, _DRIFT, np.where(v > warn, _WARN, _OK)), gate)
-            pvs = self._p_values(m, v, cals)
+            pvs = self._p_values(m, v / scale, cals)
             idx = np.flatnonzero(judged)
             sig = np.zeros(k, dtype=bool)
             sig[idx] = D.benjamini_hochberg(pvs[idx].tolist(), self.q)
@@ -766,7 +773,8 @@ def score_windows(profile: Profile, counts: Counts, window_minutes: int = D.DEFA
     """Drift records of every pane in ``panes`` (default: every pane from the first to the last
     one with counts), for every feature and every segment the reference holds (a segment without
     events in a pane is an ``empty_window``), sorted by their key. Thresholds and p-values are
-    those of windows the size of the pane's (:func:`auditflow.drift.calibration_size`); a pane
+    those of windows the size of the pane's (drawn at :func:`auditflow.drift.calibration_size`,
+    carried to the pane's size by :func:`auditflow.drift.size_scale`); a pane
     too small to be judged (``insufficient_data``, ``empty_window``) gets thresholds 0 and p-value
     1. ``coverage``: per pane, (events, first offset, last offset) (default: the ALL_SEGMENT count,
     no offsets)."""

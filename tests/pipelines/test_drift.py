@@ -238,8 +238,8 @@ def test_the_jobs_pane_scoring_gives_each_panes_records_and_alerts_from_its_row_
 
 def test_a_panes_columns_are_the_scalar_definitions_cell_by_cell():
     """Statuses, thresholds, p-values and significance of the column-wise scoring against
-    auditflow.drift's one-record functions: status, same-size reference draws, tail_p_value,
-    Benjamini-Hochberg over the judged records."""
+    auditflow.drift's one-record functions: status, reference draws at the calibration size
+    scaled to the window's, tail_p_value, Benjamini-Hochberg over the judged records."""
     rows = stream(24, 81)
     for r in rows:
         r.values["hour"] = 3.0  # a one-bin reference: constant windows
@@ -260,10 +260,14 @@ def test_a_panes_columns_are_the_scalar_definitions_cell_by_cell():
             one_bin = sum(1 for x in ref if x) == 1
             constant = one_bin and r.n_cur > 0 and r.counts[[bool(x) for x in ref].index(True)] == r.n_cur
             if r.n_cur >= mc and not one_bin:
-                draws = np.sort(D.reference_draws(ref, D.calibration_size(r.n_cur, mc), r.metric, alpha=profile.alpha))
-                warn, drift = float(np.quantile(draws, D.WARN_QUANTILE)), float(np.quantile(draws, D.DRIFT_QUANTILE))
+                n_cal = D.calibration_size(r.n_cur, mc)
+                assert r.calibration_n == n_cal and mc <= n_cal <= r.n_cur
+                draws = np.sort(D.reference_draws(ref, n_cal, r.metric, alpha=profile.alpha))
+                # the draws carried from n_cal to n_cur: PSI and KL as 1/n, the JS distance as 1/sqrt(n)
+                scale = (n_cal / r.n_cur) ** (0.5 if r.metric == "js" else 1.0)
+                warn, drift = np.quantile(draws * scale, (D.WARN_QUANTILE, D.DRIFT_QUANTILE)).tolist()
                 assert (r.warn_threshold, r.drift_threshold) == pytest.approx((warn, drift), rel=1e-12, abs=1e-15)
-                assert r.p_value == pytest.approx(D.tail_p_value(r.value, draws, r.metric), rel=1e-12)
+                assert r.p_value == pytest.approx(D.tail_p_value(r.value / scale, draws, r.metric), rel=1e-12)
             elif r.n_cur < mc:
                 assert (r.warn_threshold, r.drift_threshold, r.p_value) == (0.0, 0.0, 1.0)
             assert r.status == D.status(r.value, r.n_cur, (r.warn_threshold, r.drift_threshold), constant=constant,
