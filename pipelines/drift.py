@@ -648,12 +648,9 @@ class PaneScorer:
         gate = np.select([n_cur == 0, constant, n_cur < mc], [_EMPTY, _CONSTANT, _INSUFFICIENT], -1)
         judged = gate < 0
         columns = {}
-        # auditflow.drift.size_scale of each calibrated cell: its draws at the grid point carried to its size
-        ratio = np.ones(k)
-        for i in cals:
-            ratio[i] = cal_sizes[i] / n_list[i]
         for m in D.METRICS:  # thresholds, statuses, p-values and Benjamini-Hochberg over the judged blocks
-            scale = np.sqrt(ratio) if m == "js" else ratio
+            # each calibrated cell's draws at its grid point carried to its own size
+            scale = np.array([D.size_scale(m, cal_sizes[i], n_list[i]) if i in cals else 1.0 for i in range(k)])
             warn = np.array([cals[i][1][m][0] if i in cals else 0.0 for i in range(k)]) * scale
             drift = np.array([cals[i][1][m][1] if i in cals else 0.0 for i in range(k)]) * scale
             v = values[m]
