@@ -33,8 +33,9 @@ they drift in these generated streams for real, not by chance (their share of dr
 with the product's configuration is printed as ``full_record_drift_rate``); the hour of day is
 constant within a window shorter than a day.
 
-The overhead also says how much of it is one-off: the calibrations (same-size reference draws per
-feature, segment and window size, then cached for the rest of the stream), timed by scoring the
+The overhead also says how much of it is one-off: the calibrations (reference draws per feature,
+segment and calibration size, a grid of two sizes per doubling, then cached for the rest of the
+stream and scaled to each window's size), timed by scoring the
 run's own panes again with a fresh scorer (``calibration_s``, ``overhead_ratio_warm``: the ratio
 without them, what a longer stream tends to).
 
