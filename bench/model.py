@@ -3,6 +3,7 @@ core, and the model service's latency per batch.
 
     python bench/model.py            # 400 accounts x 14 days, and the slow profile over 21 days
     python bench/model.py --quick    # 250 accounts x 10 days, the default profile
+    python bench/model.py --accounts 1600 --days 14   # a larger default-profile set (more positives in test)
 
 (a) **Quality**: :func:`ingest.synthetic.generate` (legitimate look-alikes in the background,
     ``laundering_rate`` 1%), stream features, graph features as of each transfer, then
@@ -69,9 +70,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--accounts", type=int, default=None, help="accounts of the default profile's data set")
+    ap.add_argument("--days", type=int, default=None, help="days of the default profile's data set")
     args = ap.parse_args()
     q = args.quick
     accounts, days = (250, 10) if q else (400, 14)
+    accounts, days = args.accounts or accounts, args.days or days
 
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     events, rows, stream, graph, gf_ms = _data(accounts, days, "default", args.seed)
