@@ -1,9 +1,11 @@
 """Model quality and speed: the three feature families side by side, exact SHAP throughput on one
 core, and the model service's latency per batch.
 
-    python bench/model.py            # 400 accounts x 14 days, and the slow profile over 21 days
-    python bench/model.py --quick    # 250 accounts x 10 days, the default profile
-    python bench/model.py --accounts 1600 --days 14   # a larger default-profile set (more positives in test)
+    python bench/model.py            # 1,600 accounts x 14 days (~100k transfers, ~150 laundering
+                                     # in test), and the slow profile over 21 days (~7 min)
+    python bench/model.py --quick    # 250 accounts x 10 days, the default profile (a smoke run: a
+                                     # dozen laundering transfers in test, its F1 is noise)
+    python bench/model.py --accounts N --days D   # another size for the default profile
 
 (a) **Quality**: :func:`ingest.synthetic.generate` (legitimate look-alikes in the background,
     ``laundering_rate`` 1%), stream features, graph features as of each transfer, then
@@ -74,7 +76,7 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=None, help="days of the default profile's data set")
     args = ap.parse_args()
     q = args.quick
-    accounts, days = (250, 10) if q else (400, 14)
+    accounts, days = (250, 10) if q else (1600, 14)  # full: enough positives in test for F1 to mean something
     accounts, days = args.accounts or accounts, args.days or days
 
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
