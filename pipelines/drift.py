@@ -649,10 +649,10 @@ class PaneScorer:
         judged = gate < 0
         columns = {}
         for m in D.METRICS:  # thresholds, statuses, p-values and Benjamini-Hochberg over the judged blocks
-            # each calibrated cell's draws at its grid point carried to its own size
-            scale = np.array([D.size_scale(m, cal_sizes[i], n_list[i]) if i in cals else 1.0 for i in range(k)])
-            warn = np.array([cals[i][1][m][0] if i in cals else 0.0 for i in range(k)]) * scale
-            drift = np.array([cals[i][1][m][1] if i in cals else 0.0 for i in range(k)]) * scale
+            scale, warn, drift = np.ones(k), np.zeros(k), np.zeros(k)
+            for i, (_, thresholds, _) in cals.items():  # draws at the grid point carried to the cell's size
+                scale[i] = sc = D.size_scale(m, cal_sizes[i], n_list[i])
+                warn[i], drift[i] = thresholds[m][0] * sc, thresholds[m][1] * sc
             v = values[m]
             code = np.where(judged, np.where(v > drift, _DRIFT, np.where(v > warn, _WARN, _OK)), gate)
             pvs = self._p_values(m, v / scale, cals)
