@@ -43,6 +43,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def private_neo4j_env(tmp_path: Path) -> tuple[dict[str, str], int]:
+    """The environment of a private Neo4j (tests/deploy/private_services.py) under ``tmp_path``, on
+    a free loopback port, started the current way (authentication on), and that port."""
+    bolt = free_port()
+    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable, "AUDITFLOW_VAR": str(tmp_path / "var"),
+           "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt), "AUDITFLOW_NEO4J_HEAP": "512m"}
+    env.pop("AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH", None)
+    return env, bolt
+
+
 def rest(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes]:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
     req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
@@ -142,13 +152,9 @@ def test_a_store_that_ran_without_auth_gets_the_password_and_keeps_its_data(tmp_
     with auth disabled, then `up` with this one; then a plain restart. Its own Neo4j only."""
     import neo4j
 
-    bolt = free_port()
-    var = tmp_path / "var"
-    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable, "AUDITFLOW_VAR": str(var),
-           "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt), "AUDITFLOW_NEO4J_HEAP": "512m"}
-    env.pop("AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH", None)
+    env, bolt = private_neo4j_env(tmp_path)
     uri = f"bolt://127.0.0.1:{bolt}"
-    password_file = var / "neo4j" / "auth" / "password"
+    password_file = tmp_path / "var" / "neo4j" / "auth" / "password"
 
     def run(cmd: str, legacy: bool = False, rc: int = 0) -> subprocess.CompletedProcess:
         e = {**env, "AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH": "1"} if legacy else env
@@ -197,12 +203,8 @@ def test_a_password_that_begins_with_a_dash_is_set_and_accepted(tmp_path):
     fresh store, the password file written by the user beforehand."""
     import neo4j
 
-    bolt = free_port()
-    var = tmp_path / "var"
-    env = {**os.environ, "AUDITFLOW_PYTHON": sys.executable, "AUDITFLOW_VAR": str(var),
-           "AUDITFLOW_TEST_NEO4J_BOLT_PORT": str(bolt), "AUDITFLOW_NEO4J_HEAP": "512m"}
-    env.pop("AUDITFLOW_TEST_NEO4J_LEGACY_NO_AUTH", None)
-    password_file = var / "neo4j" / "auth" / "password"
+    env, bolt = private_neo4j_env(tmp_path)
+    password_file = tmp_path / "var" / "neo4j" / "auth" / "password"
     password_file.parent.mkdir(parents=True)
     password = "-" + uuid.uuid4().hex + "--help"
     password_file.write_text(password + "\n")
