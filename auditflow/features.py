@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from auditflow.limits import FEATURE_WINDOWS, LONG_WINDOW_MINUTES, MINUTES_PER_DAY, RECENT_LEGS
 from auditflow.records import PAYMENT_FORMATS
+from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO
 
 #: The per-window aggregates, repeated for each window suffix of ``FEATURE_WINDOWS`` in order.
 WINDOW_FEATURES = ("out_n", "in_n", "out_usd", "in_usd", "out_cp", "in_cp", "pass", "net")
@@ -152,9 +153,16 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "g_fwd_share_7d",
     "g_rcv_in_usd_7d",
     "g_rcv_in_amt_cv_7d",
+    "g_snd_funding_in",
+    "g_up_chain_hops",
+    "g_sg_pass_width",
+    "g_rcv_similar_payers_24h",
+    "g_snd_similar_payees_24h",
 )
 
 _WHO = {"snd": "sender", "rcv": "receiver"}
+_PASS_SPAN = span_text(int(HOP_HORIZON.total_seconds()) // 60)
+_PASS_RANGE = f"{100 * (1 - MAX_FEE):g}-{100 * (1 + AMOUNT_TOLERANCE):g}%"
 _BEFORE = "before this transfer (earlier minutes only)"
 GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {}
 for _s, _m in GRAPH_WINDOWS:
@@ -187,6 +195,27 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
     "g_rcv_in_amt_cv_7d": (
         "receiver: coefficient of variation of the amounts it received in the 7 days before and this one "
         "(low: similar amounts; 0 with fewer than 2)"
+    ),
+    "g_snd_funding_in": (
+        f"sender: transfers it received in the {_PASS_SPAN} before that this one passes on (it pays on "
+        f"{_PASS_RANGE} of what arrived)"
+    ),
+    "g_up_chain_hops": (
+        f"hops upstream the money of this transfer can be followed through pass-through transfers (each "
+        f"passing on {_PASS_RANGE} of the one before, within {_PASS_SPAN}), at most {GRAPH_CYCLE_MAX_HOPS - 1}"
+    ),
+    "g_sg_pass_width": (
+        "scatter-gather closed at the receiver with the money passed on: the most distinct intermediates "
+        f"(the sender included) that each passed on to the receiver, within {_PASS_SPAN}, {_PASS_RANGE} of "
+        "what one source paid them in the 7 days before"
+    ),
+    "g_rcv_similar_payers_24h": (
+        f"receiver: distinct payers in the 24 hours before that paid it an amount within a factor "
+        f"{SPLIT_RATIO:g} of this one"
+    ),
+    "g_snd_similar_payees_24h": (
+        f"sender: distinct payees in the 24 hours before that it paid an amount within a factor "
+        f"{SPLIT_RATIO:g} of this one"
     ),
 }
 assert tuple(GRAPH_FEATURE_DESCRIPTIONS) == GRAPH_FEATURE_NAMES

@@ -12,6 +12,8 @@ in capitals (``FAN-OUT``), in this order.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from auditflow.errors import FieldError
 
 TYPOLOGIES: tuple[str, ...] = (
@@ -24,6 +26,32 @@ TYPOLOGIES: tuple[str, ...] = (
     "bipartite",
     "stack",
 )
+
+#: Pass-through, the step of every layering shape: what an account passes on is at least
+#: ``1 - MAX_FEE`` (a generous mule commission) and at most ``1 + AMOUNT_TOLERANCE`` (rounding,
+#: exchange) of what arrived. Typology detectors and graph features use this one notion.
+MAX_FEE_PERCENT = 10
+AMOUNT_TOLERANCE_PERCENT = 1
+MAX_FEE = MAX_FEE_PERCENT / 100
+AMOUNT_TOLERANCE = AMOUNT_TOLERANCE_PERCENT / 100
+#: Along a shape, the next transfer follows the money within this long.
+HOP_HORIZON = timedelta(hours=24)
+#: Parts of one split sum lie within this factor of each other.
+SPLIT_RATIO = 3.0
+
+
+def passes_on(arrived: int, leaves: int) -> bool:
+    """Whether ``leaves`` (US cents) passes on ``arrived`` (US cents) as layering does.
+
+    Exact: integers only, so the bounds themselves pass.
+
+    >>> passes_on(100_000, 96_000), passes_on(100_000, 89_999), passes_on(100_000, 101_001)
+    (True, False, False)
+    >>> passes_on(100_000, 90_000), passes_on(100_000, 101_000)
+    (True, True)
+    """
+    return arrived * (100 - MAX_FEE_PERCENT) <= 100 * leaves <= arrived * (100 + AMOUNT_TOLERANCE_PERCENT)
+
 
 #: The same typologies as the AMLworld answer key spells them, in the same order.
 AMLWORLD_LABELS: tuple[str, ...] = tuple(t.upper() for t in TYPOLOGIES)

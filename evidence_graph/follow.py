@@ -72,8 +72,9 @@ from auditflow.limits import (
     DEFAULT_TRACE_MAX_SECONDS,
     MAX_TRACE_HOPS,
 )
-from auditflow.money import Money
+from auditflow.money import Money, usd_cents
 from auditflow.records import TraceCut
+from auditflow.typologies import HOP_HORIZON, passes_on
 from evidence_graph.store import (
     MICROS_PER_MINUTE,
     GraphEdge,
@@ -85,7 +86,7 @@ from evidence_graph.store import (
     to_micros,
 )
 
-__all__ = ["Budget", "MoneyFlow", "Reached", "follow_money"]
+__all__ = ["Budget", "MoneyFlow", "Reached", "follow_money", "pass_through_path"]
 
 FLOW_DIRECTIONS = ("out", "in")
 _UNSEEN = object()
@@ -364,3 +365,12 @@ def _fund(
     if not downstream:
         kept.reverse()
     return kept, len(cand) - len(kept)
+
+
+def pass_through_path(path: Sequence[GraphEdge]) -> bool:
+    """Whether each transfer of a time-ordered ``path`` passes on the one before it
+    (:func:`auditflow.typologies.passes_on`, US cents) within :data:`~auditflow.typologies.HOP_HORIZON`:
+    a layering chain."""
+    return all(passes_on(usd_cents(a.amount_paid), usd_cents(b.amount_paid))
+               and a.timestamp <= b.timestamp <= a.timestamp + HOP_HORIZON
+               for a, b in zip(path, path[1:]))

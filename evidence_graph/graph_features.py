@@ -18,6 +18,13 @@ scatter-gather, gather-scatter, neighbourhood amounts):
 * ``g_sg_width`` / ``g_gs_width``: scatter-gather closed at the receiver (a source paid several
   intermediates, each before it paid the receiver; the sender, paying now, is one) and
   gather-scatter through the sender (payers, then payees after its first receipt);
+* pass-through (:func:`auditflow.typologies.passes_on`: 90% to 101% of what arrived, within 24
+  hours), the step of every layering shape, which the shapes above do not check:
+  ``g_snd_funding_in`` (the sender's receipts this transfer passes on), ``g_up_chain_hops`` (the
+  longest chain of such transfers ending in this one, at most 4 hops back) and
+  ``g_sg_pass_width`` (a scatter-gather whose intermediates each passed the source's money on);
+* similar amounts (within a factor 3, the typologies' split ratio): distinct payers of the
+  receiver and payees of the sender in the 24 hours before (a fan being assembled);
 * neighbourhood amounts in US dollars (exact cents summed as integers).
 
 Windows are inclusive at the start: ``[t - W, t - 1 minute]``. Each account contributes at most
@@ -41,6 +48,7 @@ deterministically).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from functools import lru_cache
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +64,7 @@ from auditflow.features import (
 from auditflow.limits import DEFAULT_HUB_DEGREE
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent
+from auditflow.typologies import AMOUNT_TOLERANCE_PERCENT, HOP_HORIZON, MAX_FEE_PERCENT, SPLIT_RATIO, passes_on
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore
 
@@ -70,6 +79,8 @@ FEATURE_NEIGHBOR_CAP = 2000
 #: and does not expand hubs: the bulk of the money, at a bounded cost per transfer.
 FEATURE_BUDGET = Budget(max_nodes=100, max_edges=400, max_seconds=None)
 CYCLE_FANOUT_CAP = 5
+#: Chains of pass-through transfers followed per level by ``g_up_chain_hops`` (bounded cost on hubs).
+CHAIN_FRONTIER = 50
 CYCLE_HUB_DEGREE = DEFAULT_HUB_DEGREE
 _cents = lru_cache(maxsize=1 << 18)(usd_cents)  # Money is immutable: its cents never change
 _MINUTE = timedelta(minutes=1)
@@ -133,21 +144,46 @@ def graph_features(
         cycle = reached.hop_depth + 1 if reached is not None else 0
     v["g_cycle_len"] = cycle
 
-    # scatter-gather into the receiver: source x -> m (before m paid the receiver) -> receiver
-    last_pay: dict[str, datetime] = {}
+    # scatter-gather into the receiver: source x -> m (before m paid the receiver) -> receiver;
+    # with pass-through: m paid on, within the horizon, what x paid it
+    pays: dict[str, list[tuple[datetime, int]]] = defaultdict(list)  # m -> its payments to the receiver
     for e in ins[rcv]:
         if e.timestamp >= lo and e.src != rcv:
-            last_pay[e.src] = max(last_pay.get(e.src, e.timestamp), e.timestamp)
+            pays[e.src].append((e.timestamp, e.paid_cents))
     if snd != rcv:
-        last_pay[snd] = t
-    mids = sorted(last_pay)
+        pays[snd].append((t, _cents(event.amount_paid)))
+    for p in pays.values():
+        p.sort()
+    last_pay = {m: p[-1][0] for m, p in pays.items()}
+    mids = sorted(pays)
     per_source: dict[str, set[str]] = defaultdict(set)
+    passed: dict[str, set[str]] = {}
     if mids:
         for m, edges in store.neighbors_batch(mids, "in", lo, end, neighbor_cap).items():
+            mine = pays[m]
+            times: list[datetime] | None = None
+            least, most = min(c for _, c in mine), max(c for _, c in mine)
             for e in edges:
-                if e.src not in (m, rcv) and e.timestamp <= last_pay[m] and (m != snd or e.timestamp < t):
-                    per_source[e.src].add(m)
+                x = e.src
+                if x not in (m, rcv) and e.timestamp <= last_pay[m] and (m != snd or e.timestamp < t):
+                    per_source[x].add(m)
+                    got_x = passed.get(x)
+                    if got_x is not None and m in got_x:
+                        continue
+                    arrived = e.paid_cents
+                    if (100 * least > arrived * (100 + AMOUNT_TOLERANCE_PERCENT)
+                            or 100 * most < arrived * (100 - MAX_FEE_PERCENT)):
+                        continue  # no payment of m to the receiver is in the pass-through band
+                    if times is None:
+                        times = [when for when, _ in mine]
+                    for i in range(bisect_left(times, e.timestamp), len(times)):
+                        if mine[i][0] > e.timestamp + HOP_HORIZON:
+                            break
+                        if passes_on(arrived, mine[i][1]):
+                            passed.setdefault(x, set()).add(m)
+                            break
     v["g_sg_width"] = max((len(ms) for ms in per_source.values()), default=0)
+    v["g_sg_pass_width"] = max((len(ms) for ms in passed.values()), default=0)
 
     # gather-scatter through the sender: payers in the window, payees after its first receipt
     gathered = [e for e in ins[snd] if e.timestamp >= lo and e.src != snd]
@@ -169,14 +205,65 @@ def graph_features(
     reach.discard(snd)
     v["g_two_hop_out"] = len(reach)
 
-    snd_in = sum(_cents(e.amount_received) for e in gathered)
-    v["g_snd_in_usd_7d"] = float(snd_in) / 100.0
+    # pass-through (:func:`auditflow.typologies.passes_on`): money that arrived shortly before and
+    # leaves again, nearly whole -- the step of every layering shape
     paid = _cents(event.amount_paid)
+    recent = t - HOP_HORIZON
+    v["g_snd_funding_in"] = sum(1 for e in ins[snd] if e.timestamp >= recent and e.src != snd
+                                and passes_on(e.paid_cents, paid)) if snd != rcv else 0
+    chain = _pass_chain_hops(store, snd, t, paid, lo, end, neighbor_cap) if snd != rcv else 0
+    v["g_up_chain_hops"] = chain
+    day = t - timedelta(days=1)
+    got = _cents(event.amount_received)
+    v["g_rcv_similar_payers_24h"] = len({e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
+                                         and _similar(e.received_cents, got)})
+    v["g_snd_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
+                                         and _similar(e.paid_cents, paid)})
+
+    snd_in = sum(e.received_cents for e in gathered)
+    v["g_snd_in_usd_7d"] = float(snd_in) / 100.0
     v["g_fwd_share_7d"] = float(paid) / float(snd_in) if snd_in > 0 else -1.0
-    rcv_amounts = [_cents(e.amount_received) for e in ins[rcv] if e.timestamp >= lo and e.src != rcv]
+    rcv_amounts = [e.received_cents for e in ins[rcv] if e.timestamp >= lo and e.src != rcv]
     v["g_rcv_in_usd_7d"] = float(sum(rcv_amounts)) / 100.0
     v["g_rcv_in_amt_cv_7d"] = _cv([*rcv_amounts, _cents(event.amount_received)]) if snd != rcv else _cv(rcv_amounts)
     return {name: float(v[name]) for name in GRAPH_FEATURE_NAMES}
+
+
+def _pass_chain_hops(store: GraphStore, payer: str, t: datetime, paid: int, lo: datetime, end: datetime,
+                     neighbor_cap: int) -> int:
+    """The longest chain of pass-through transfers (:func:`auditflow.typologies.passes_on`, each
+    within :data:`~auditflow.typologies.HOP_HORIZON` of the next, no account twice) that ends by
+    paying ``payer`` and that this transfer (``paid`` US cents at ``t``) passes on, in transfers,
+    at most :data:`GRAPH_CYCLE_MAX_HOPS` - 1; only transfers in ``[lo, end]``.
+
+    Level by level over chains, not accounts: each chain carries its own amount and time, which
+    the account-wise search (:func:`~evidence_graph.follow.follow_money`, fewest hops) would merge.
+    A level keeps at most :data:`CHAIN_FRONTIER` chains (the latest first, then by event id)."""
+    # a chain: (account its money came into, the time it arrived, cents that arrived, accounts on it)
+    frontier = [(payer, t, paid, frozenset((payer,)))]
+    hops = 0
+    while frontier and hops < GRAPH_CYCLE_MAX_HOPS - 1:
+        accounts = sorted({a for a, _, _, _ in frontier})
+        got = store.neighbors_batch(accounts, "in", lo, end, neighbor_cap)
+        nxt = []
+        for acc, at, left, seen in frontier:
+            for e in got.get(acc, ()):
+                arrived = e.paid_cents
+                if (e.src not in seen and at - HOP_HORIZON <= e.timestamp <= at and (hops > 0 or e.timestamp < t)
+                        and passes_on(arrived, left)):
+                    nxt.append((e.timestamp, e.event_id, e.src, arrived, seen | {e.src}))
+        if not nxt:
+            break
+        hops += 1
+        nxt.sort(key=lambda c: c[1])
+        nxt.sort(key=lambda c: c[0], reverse=True)  # the latest first, ties by event id
+        frontier = [(src, when, arrived, seen) for when, _, src, arrived, seen in nxt[:CHAIN_FRONTIER]]
+    return hops
+
+
+def _similar(a: int, b: int) -> bool:
+    """Two amounts (US cents) within :data:`~auditflow.typologies.SPLIT_RATIO` of each other."""
+    return a > 0 and b > 0 and max(a, b) <= SPLIT_RATIO * min(a, b)
 
 
 def _cv(cents: Sequence[int]) -> float:

@@ -71,8 +71,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from auditflow.money import usd_cents
-from auditflow.typologies import TYPOLOGIES
-from evidence_graph.follow import Budget, follow_money
+from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO, TYPOLOGIES
+from auditflow.typologies import passes_on as _passes_on
+from evidence_graph.follow import Budget, follow_money, pass_through_path
 from evidence_graph.store import GraphEdge, GraphStore, check_window
 
 #: Distinct counterparties in the window above which an account is a hub (in no shape).
@@ -98,13 +99,6 @@ UNUSUAL_SHAPE = 2.0
 CHANCE = 1e-3
 #: Rates are judged over at least this long: transfers of one hour are one moment for a rate.
 RATE_RESOLUTION = timedelta(hours=1)
-#: Parts of one split sum lie within this factor of each other.
-SPLIT_RATIO = 3.0
-#: Pass-through: what leaves is at least 1 - MAX_FEE and at most 1 + AMOUNT_TOLERANCE of what arrived.
-MAX_FEE = 0.10
-AMOUNT_TOLERANCE = 0.01
-#: Along a shape, the next transfer follows the money within this long.
-HOP_HORIZON = timedelta(hours=24)
 MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 10
 MIN_CHAIN_HOPS = 3
 MAX_MIDS = 16
@@ -141,10 +135,6 @@ class TypologyMatch:
 
 def _cents(e: GraphEdge) -> int:
     return usd_cents(e.amount_paid)
-
-
-def _passes_on(arrived: int, leaves: int) -> bool:
-    return arrived * (1 - MAX_FEE) <= leaves <= arrived * (1 + AMOUNT_TOLERANCE)
 
 
 def _comparable(amounts: Iterable[int]) -> bool:
@@ -609,11 +599,6 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
 # ------------------------------------------------------------------ cycle and chains (the shared search)
 
 
-def _pass_through_path(path: Sequence[GraphEdge]) -> bool:
-    return all(_passes_on(_cents(a), _cents(b)) and a.timestamp <= b.timestamp <= a.timestamp + HOP_HORIZON
-               for a, b in zip(path, path[1:]))
-
-
 def _flows(view: _View, v: str):
     # only transfers carrying the bulk of the money on: a layering path (checked exactly after)
     kw = dict(start=view.start, end=view.end, hop_horizon=HOP_HORIZON, fanout_cap=PATH_FANOUT,
@@ -638,7 +623,7 @@ def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
         accounts = [path[0].src] + [e.dst for e in path]
         if (not MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS or accounts[0] != accounts[-1]
                 or v not in accounts
-                or len(set(accounts[:-1])) != len(path) or not _pass_through_path(path)
+                or len(set(accounts[:-1])) != len(path) or not pass_through_path(path)
                 or any(view.is_hub(x) for x in accounts)):
             continue
         chance = _passed_on_by_chance(view, path)
@@ -658,7 +643,7 @@ def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
 def _longest_prefix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
     out: list[GraphEdge] = []
     for e in path:
-        if out and not _pass_through_path([out[-1], e]):
+        if out and not pass_through_path([out[-1], e]):
             break
         out.append(e)
     return out
@@ -667,7 +652,7 @@ def _longest_prefix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
 def _longest_suffix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
     out: list[GraphEdge] = []
     for e in reversed(path):
-        if out and not _pass_through_path([e, out[0]]):
+        if out and not pass_through_path([e, out[0]]):
             break
         out.insert(0, e)
     return out
@@ -684,7 +669,7 @@ def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
             path = before + after
             if len(path) <= len(best) or len(path) < MIN_CHAIN_HOPS:
                 continue
-            if before and after and not _pass_through_path([before[-1], after[0]]):
+            if before and after and not pass_through_path([before[-1], after[0]]):
                 continue
             accounts = [path[0].src] + [e.dst for e in path]
             if len(set(accounts)) != len(accounts) or any(view.is_hub(x) for x in accounts):

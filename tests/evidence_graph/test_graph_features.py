@@ -103,6 +103,51 @@ def brute_force(events: list[TransactionEvent], event: TransactionEvent, shape: 
     out["g_rcv_in_usd_7d"] = sum(rcv) / 100
     amounts = rcv + ([usd_cents(event.amount_received)] if s != r else [])
     out["g_rcv_in_amt_cv_7d"] = statistics.pstdev(amounts) / statistics.mean(amounts) if len(amounts) >= 2 else 0.0
+
+    # pass-through, written from its definition: what leaves is 90% to 101% of what arrived
+    def passes(arrived: Money, leaves: Money) -> bool:
+        a, b = usd_cents(arrived), usd_cents(leaves)
+        return 90 * a <= 100 * b <= 101 * a
+
+    horizon = timedelta(hours=24)
+    out["g_snd_funding_in"] = 0 if s == r else sum(
+        1 for e in es if e.receiver.node_id == s and e.sender.node_id != s and e.timestamp >= t - horizon
+        and passes(e.amount_paid, event.amount_paid))
+
+    def longest(account: str, at, leaves: Money, on: set, depth: int) -> int:
+        best = depth
+        if depth == 4:
+            return best
+        for e in es:
+            if (e.receiver.node_id == account and e.sender.node_id not in on and at - horizon <= e.timestamp <= at
+                    and passes(e.amount_paid, leaves)):
+                best = max(best, longest(e.sender.node_id, e.timestamp, e.amount_paid, on | {e.sender.node_id}, depth + 1))
+        return best
+
+    out["g_up_chain_hops"] = 0 if s == r else longest(s, t, event.amount_paid, {s}, 0)
+    pays = [(e.sender.node_id, e.timestamp, e.amount_paid) for e in es
+            if e.receiver.node_id == r and e.sender.node_id != r]
+    if s != r:
+        pays.append((s, t, event.amount_paid))
+    passed: dict[str, set] = {}
+    for e in es:
+        x, m = e.sender.node_id, e.receiver.node_id
+        if x in (m, r):
+            continue
+        if any(p == m and e.timestamp <= when <= e.timestamp + horizon and passes(e.amount_paid, amount)
+               for p, when, amount in pays):
+            passed.setdefault(x, set()).add(m)
+    out["g_sg_pass_width"] = max((len(v) for v in passed.values()), default=0)
+
+    def similar(a: Money, b: Money) -> bool:
+        x, y = usd_cents(a), usd_cents(b)
+        return x > 0 and y > 0 and max(x, y) <= 3 * min(x, y)
+
+    day = seen(DAY)
+    out["g_rcv_similar_payers_24h"] = len({e.sender.node_id for e in day if e.receiver.node_id == r
+                                           and e.sender.node_id != r and similar(e.amount_received, event.amount_received)})
+    out["g_snd_similar_payees_24h"] = len({e.receiver.node_id for e in day if e.sender.node_id == s
+                                           and e.receiver.node_id != s and similar(e.amount_paid, event.amount_paid)})
     return out
 
 
@@ -110,18 +155,25 @@ def usd(cents: int) -> Money:
     return Money("US Dollar", cents)
 
 
+#: Amounts that pass each other on exactly at the bounds (90%, 101%) and just outside them.
+PASSING = [100_000, 90_000, 101_000, 89_999, 101_001, 95_000, 99_000, 81_000, 300_000]
+
+
 @st.composite
-def scenario(draw: st.DrawFn):
-    names = [f"N{i}" for i in range(draw(st.integers(2, 7)))]
+def scenario(draw: st.DrawFn, step: int = 720, slots: int = 60, passing: bool = False, min_edges: int = 0):
+    names = [f"N{i}" for i in range(draw(st.integers(2, 5 if passing else 7)))]
     pick = st.sampled_from(names)
-    # times on a coarse grid over 30 days, so windows' edges and shared minutes are hit often
-    when = st.integers(0, 60).map(lambda k: k * 720)
-    edges = draw(st.lists(st.tuples(pick, pick, when, st.integers(1, 10**7)), max_size=30))
+    # times on a coarse grid (by default 30 days), so windows' edges and shared minutes are hit often
+    when = st.integers(0, slots).map(lambda k: k * step)
+    # amounts: arbitrary, or (``passing``) mostly a few that pass each other on, so that
+    # pass-through chains and scatter-gathers are common
+    amount = st.sampled_from(PASSING) if passing else st.one_of(st.integers(1, 10**7), st.sampled_from(PASSING))
+    edges = draw(st.lists(st.tuples(pick, pick, when, amount), min_size=min_edges, max_size=30))
     events = [tx(f"e{i:03d}", a, b, m, amount=usd(c)) for i, (a, b, m, c) in enumerate(edges)]
     if events and draw(st.booleans()):
         event = draw(st.sampled_from(events))  # an event already stored (its own minute is not seen)
     else:
-        event = tx("new", draw(pick), draw(pick), draw(when), amount=usd(draw(st.integers(1, 10**7))))
+        event = tx("new", draw(pick), draw(pick), draw(when), amount=usd(draw(amount)))
     return events, event
 
 
@@ -141,6 +193,19 @@ def test_features_match_brute_force_and_later_events_change_nothing(case, later)
     store.add_transactions([tx(f"late{i}", f"N{a}", f"N{b}", m, t0=event.timestamp) for i, (a, b, m) in enumerate(later)])
     store.add_transactions([tx(f"same{i}", f"N{i}", event.receiver.account, 0, t0=event.timestamp) for i in range(3)])
     assert graph_features(store, event) == got
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario(step=90, slots=24, passing=True, min_edges=12))
+def test_pass_through_features_match_brute_force_on_dense_money_flows(case) -> None:
+    # a day and a half, amounts that pass each other on: chains, funding and scatter-gathers
+    events, event = case
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    got, want = graph_features(store, event), brute_force(events, event)
+    for name in ("g_snd_funding_in", "g_up_chain_hops", "g_sg_pass_width", "g_rcv_similar_payers_24h",
+                 "g_snd_similar_payees_24h", "g_sg_width", "g_cycle_len"):
+        assert got[name] == want[name], name
 
 
 def test_every_feature_is_described() -> None:
@@ -165,6 +230,41 @@ def test_planted_shapes() -> None:
     assert graph_features(store, tx("gs4", "H", "Q3", 24))["g_gs_width"] == 2
     f = graph_features(store, tx("self", "A", "A", 5))
     assert f["g_cycle_len"] == 1 and f["g_snd_out_cp_24h"] == 1  # itself is not a payee
+
+
+def test_pass_through_chains_follow_amounts_and_time() -> None:
+    # A -> B -> C -> D -> E -> F, each passing on 97% of what arrived, an hour apart
+    names, cents, events = "ABCDEF", 1_000_000, []
+    for i, (a, b) in enumerate(zip(names, names[1:])):
+        events.append(tx(f"c{i}", a, b, 60 * i, amount=usd(cents)))
+        cents = cents * 97 // 100
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    f = graph_features(store, tx("next", "F", "G", 400, amount=usd(cents)))
+    assert f["g_up_chain_hops"] == 4 and f["g_snd_funding_in"] == 1  # five hops back, capped at four
+    assert graph_features(store, tx("c2", "C", "D", 120, amount=usd(940_900)))["g_up_chain_hops"] == 2
+    # too little passed on (85%), too much (102%), or more than 24 hours later: no chain
+    last = usd_cents(events[-1].amount_paid)  # what reached F
+    for amount, minute in ((last * 85 // 100, 400), (last * 102 // 100, 400), (cents, 60 * 4 + 24 * 60 + 1)):
+        f = graph_features(store, tx("x", "F", "G", minute, amount=usd(amount)))
+        assert f["g_up_chain_hops"] == 0 and f["g_snd_funding_in"] == 0
+    # a chain that broke upstream (Q kept 20%) is as long as its unbroken end
+    broken = [tx("b0", "P", "Q", 0, amount=usd(100_000)), tx("b1", "Q", "R", 60, amount=usd(80_000)),
+              tx("b2", "R", "S", 120, amount=usd(79_000))]
+    store.add_transactions(broken)
+    assert graph_features(store, tx("b3", "S", "T", 180, amount=usd(78_000)))["g_up_chain_hops"] == 2
+
+
+def test_scatter_gather_with_the_money_passed_on() -> None:
+    store = NetworkxGraphStore()
+    parts = {"M1": 300_000, "M2": 250_000, "M3": 200_000}
+    store.add_transactions([tx(f"s{m}", "S", m, i, amount=usd(c)) for i, (m, c) in enumerate(parts.items())])
+    store.add_transactions([tx("gM1", "M1", "T", 100, amount=usd(291_000)),   # 97%: passed on
+                            tx("gM2", "M2", "T", 110, amount=usd(120_000))])  # 48%: not
+    f = graph_features(store, tx("gM3", "M3", "T", 120, amount=usd(196_000)))
+    assert f["g_sg_width"] == 3 and f["g_sg_pass_width"] == 2  # M1 and M3 (this transfer)
+    late = graph_features(store, tx("gM3", "M3", "T", 2 + 24 * 60 + 1, amount=usd(196_000)))
+    assert late["g_sg_pass_width"] == 1  # M3 waited more than 24 hours; M1 still passed it on
 
 
 def test_a_cycle_closes_only_with_strictly_earlier_money() -> None:

@@ -87,7 +87,7 @@ def test_reason_codes_are_deterministic(scorer):
 
 def test_the_mapping_covers_every_model_input_in_domain_units():
     assert set(TEMPLATES) == set(MODEL_STREAM_FEATURES) | set(GRAPH_FEATURE_NAMES)
-    assert "hour" not in TEMPLATES and "format" not in TEMPLATES and REASONS_VERSION.endswith("/1")
+    assert "hour" not in TEMPLATES and "format" not in TEMPLATES and REASONS_VERSION.endswith("/2")
     assert reason_text("rcv_in_cp_7d", 14.0) == "receiver was paid by 14 distinct accounts in the last 7 days"
     assert reason_text("g_rcv_new_payers_7d", 9.0).startswith("9 of the receiver's payers in the 7 days before")
     assert reason_text("snd_out_usd_24h", 12345.6) == "sender sent USD 12,345.60 in the last 24 hours"
