@@ -14,8 +14,9 @@ core, and the model service's latency per batch.
     stream + graph features, PR-AUC of the graph model; ``lift`` = F1 graph / F1 baseline. The full
     run also evaluates the ``slow`` laundering profile (days-to-weeks patterns, other sizes and
     amounts) and prints it; the last line reports the default profile.
-(b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP (additivity checked for
-    every row) over test rows, one thread (numba and xgboost); ``shap_rows_per_s``.
+(b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP (the per-leaf-table
+    kernel of :mod:`model_service.treeshap`; additivity checked for every row) over test rows, one
+    thread (numba and xgboost); ``shap_rows_per_s``.
 (c) **Service**: ``POST /score`` through FastAPI's in-process client, batches of 100 rows of the
     test split (stream + graph features, ``explain=alerts``), one at a time after a warm-up; p50
     and p99 per batch (``service_p99_ms``), on a cascade trained on the same data.
