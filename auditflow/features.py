@@ -161,8 +161,9 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
 )
 
 _WHO = {"snd": "sender", "rcv": "receiver"}
-_PASS_SPAN = span_text(int(HOP_HORIZON.total_seconds()) // 60)
-_PASS_RANGE = f"{100 * (1 - MAX_FEE):g}-{100 * (1 + AMOUNT_TOLERANCE):g}%"
+#: The pass-through notion (:func:`auditflow.typologies.passes_on`) as descriptions and reasons word it.
+PASS_SPAN = span_text(int(HOP_HORIZON.total_seconds()) // 60)
+PASS_RANGE = f"{100 * (1 - MAX_FEE):g}-{100 * (1 + AMOUNT_TOLERANCE):g}%"
 _BEFORE = "before this transfer (earlier minutes only)"
 GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {}
 for _s, _m in GRAPH_WINDOWS:
@@ -197,16 +198,16 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
         "(low: similar amounts; 0 with fewer than 2)"
     ),
     "g_snd_funding_in": (
-        f"sender: transfers it received in the {_PASS_SPAN} before that this one passes on (it pays on "
-        f"{_PASS_RANGE} of what arrived)"
+        f"sender: transfers it received in the {PASS_SPAN} before that this one passes on (it pays on "
+        f"{PASS_RANGE} of what arrived)"
     ),
     "g_up_chain_hops": (
         f"hops upstream the money of this transfer can be followed through pass-through transfers (each "
-        f"passing on {_PASS_RANGE} of the one before, within {_PASS_SPAN}), at most {GRAPH_CYCLE_MAX_HOPS - 1}"
+        f"passing on {PASS_RANGE} of the one before, within {PASS_SPAN}), at most {GRAPH_CYCLE_MAX_HOPS - 1}"
     ),
     "g_sg_pass_width": (
         "scatter-gather closed at the receiver with the money passed on: the most distinct intermediates "
-        f"(the sender included) that each passed on to the receiver, within {_PASS_SPAN}, {_PASS_RANGE} of "
+        f"(the sender included) that each passed on to the receiver, within {PASS_SPAN}, {PASS_RANGE} of "
         "what one source paid them in the 7 days before"
     ),
     "g_rcv_similar_payers_24h": (

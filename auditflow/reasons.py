@@ -31,12 +31,14 @@ from auditflow.features import (
     GRAPH_FEATURE_NAMES,
     GRAPH_WINDOWS,
     MODEL_STREAM_FEATURES,
+    PASS_RANGE,
+    PASS_SPAN,
     WINDOW_FEATURES,
     span_text,
 )
 from auditflow.limits import FEATURE_WINDOWS, LONG_WINDOW_MINUTES, RECENT_LEGS
 from auditflow.records import PAYMENT_FORMATS
-from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO
+from auditflow.typologies import SPLIT_RATIO
 
 #: Version of the mapping below (feature -> sentence and unit).
 REASONS_VERSION = "auditflow.reasons/2"
@@ -139,8 +141,6 @@ def _side_templates(side: str) -> dict[str, Template]:
 
 def _graph_templates() -> dict[str, Template]:
     t: dict[str, Template] = {}
-    pass_span = span_text(int(HOP_HORIZON.total_seconds()) // 60)
-    pass_range = f"{100 * (1 - MAX_FEE):g}-{100 * (1 + AMOUNT_TOLERANCE):g}%"
     for s, minutes in GRAPH_WINDOWS:
         span = span_text(minutes)
         t |= {
@@ -171,16 +171,16 @@ def _graph_templates() -> dict[str, Template]:
         "g_rcv_in_amt_cv_7d": lambda v: (
             f"the amounts the receiver was paid in the 7 days before vary by {pct(v)} (coefficient of variation)"),
         "g_snd_funding_in": lambda v: (
-            f"the sender received {count(v)} transfer{'s' if round(v) != 1 else ''} in the {pass_span} before that this one passes on "
-            f"nearly whole ({pass_range} of the amount)" if v >= 1 else
-            f"the sender received nothing in the {pass_span} before that this transfer passes on"),
+            f"the sender received {count(v)} transfer{'s' if round(v) != 1 else ''} in the {PASS_SPAN} before that this one passes on "
+            f"nearly whole ({PASS_RANGE} of the amount)" if v >= 1 else
+            f"the sender received nothing in the {PASS_SPAN} before that this transfer passes on"),
         "g_up_chain_hops": lambda v: (
             f"the money can be followed {count(v)} hop{'s' if round(v) != 1 else ''} upstream through accounts that each passed on "
-            f"{pass_range} of what they received within {pass_span}" if v >= 1 else
+            f"{PASS_RANGE} of what they received within {PASS_SPAN}" if v >= 1 else
             "the money cannot be followed upstream through a pass-through transfer"),
         "g_sg_pass_width": lambda v: (
             f"scatter-gather with the money passed on: one source paid {count(v)} distinct accounts (the sender "
-            f"among them) that each passed it on to the receiver within {pass_span}, in the 7 days before"),
+            f"among them) that each passed it on to the receiver within {PASS_SPAN}, in the 7 days before"),
         "g_rcv_similar_payers_24h": lambda v: (
             f"receiver was paid similar amounts (within a factor {SPLIT_RATIO:g}) by {count(v)} distinct "
             "accounts in the 24 hours before"),

@@ -12,6 +12,7 @@ in capitals (``FAN-OUT``), in this order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 
 from auditflow.errors import FieldError
@@ -51,6 +52,17 @@ def passes_on(arrived: int, leaves: int) -> bool:
     (True, True)
     """
     return arrived * (100 - MAX_FEE_PERCENT) <= 100 * leaves <= arrived * (100 + AMOUNT_TOLERANCE_PERCENT)
+
+
+def comparable(amounts: Iterable[int]) -> bool:
+    """Whether amounts (US cents, at least one) could be parts of one split sum: all positive and
+    within :data:`SPLIT_RATIO` of each other.
+
+    >>> comparable([100, 300]), comparable([100, 301]), comparable([0, 1]), comparable([])
+    (True, False, False, False)
+    """
+    a = list(amounts)
+    return bool(a) and min(a) > 0 and max(a) <= SPLIT_RATIO * min(a)
 
 
 #: The same typologies as the AMLworld answer key spells them, in the same order.

@@ -72,7 +72,7 @@ from auditflow.limits import (
     DEFAULT_TRACE_MAX_SECONDS,
     MAX_TRACE_HOPS,
 )
-from auditflow.money import Money, usd_cents
+from auditflow.money import Money
 from auditflow.records import TraceCut
 from auditflow.typologies import HOP_HORIZON, passes_on
 from evidence_graph.store import (
@@ -371,6 +371,6 @@ def pass_through_path(path: Sequence[GraphEdge]) -> bool:
     """Whether each transfer of a time-ordered ``path`` passes on the one before it
     (:func:`auditflow.typologies.passes_on`, US cents) within :data:`~auditflow.typologies.HOP_HORIZON`:
     a layering chain."""
-    return all(passes_on(usd_cents(a.amount_paid), usd_cents(b.amount_paid))
+    return all(passes_on(a.paid_cents, b.paid_cents)
                and a.timestamp <= b.timestamp <= a.timestamp + HOP_HORIZON
                for a, b in zip(path, path[1:]))

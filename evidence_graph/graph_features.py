@@ -64,7 +64,7 @@ from auditflow.features import (
 from auditflow.limits import DEFAULT_HUB_DEGREE
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent
-from auditflow.typologies import AMOUNT_TOLERANCE_PERCENT, HOP_HORIZON, MAX_FEE_PERCENT, SPLIT_RATIO, passes_on
+from auditflow.typologies import AMOUNT_TOLERANCE_PERCENT, HOP_HORIZON, MAX_FEE_PERCENT, comparable, passes_on
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore
 
@@ -150,8 +150,9 @@ def graph_features(
     for e in ins[rcv]:
         if e.timestamp >= lo and e.src != rcv:
             pays[e.src].append((e.timestamp, e.paid_cents))
+    paid = _cents(event.amount_paid)
     if snd != rcv:
-        pays[snd].append((t, _cents(event.amount_paid)))
+        pays[snd].append((t, paid))
     for p in pays.values():
         p.sort()
     last_pay = {m: p[-1][0] for m, p in pays.items()}
@@ -207,18 +208,16 @@ def graph_features(
 
     # pass-through (:func:`auditflow.typologies.passes_on`): money that arrived shortly before and
     # leaves again, nearly whole -- the step of every layering shape
-    paid = _cents(event.amount_paid)
     recent = t - HOP_HORIZON
     v["g_snd_funding_in"] = sum(1 for e in ins[snd] if e.timestamp >= recent and e.src != snd
                                 and passes_on(e.paid_cents, paid)) if snd != rcv else 0
-    chain = _pass_chain_hops(store, snd, t, paid, lo, end, neighbor_cap) if snd != rcv else 0
-    v["g_up_chain_hops"] = chain
+    v["g_up_chain_hops"] = _pass_chain_hops(store, snd, t, paid, lo, end, neighbor_cap) if snd != rcv else 0
     day = t - timedelta(days=1)
     got = _cents(event.amount_received)
     v["g_rcv_similar_payers_24h"] = len({e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
-                                         and _similar(e.received_cents, got)})
+                                         and comparable((e.received_cents, got))})
     v["g_snd_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
-                                         and _similar(e.paid_cents, paid)})
+                                         and comparable((e.paid_cents, paid))})
 
     snd_in = sum(e.received_cents for e in gathered)
     v["g_snd_in_usd_7d"] = float(snd_in) / 100.0
@@ -259,11 +258,6 @@ def _pass_chain_hops(store: GraphStore, payer: str, t: datetime, paid: int, lo: 
         nxt.sort(key=lambda c: c[0], reverse=True)  # the latest first, ties by event id
         frontier = [(src, when, arrived, seen) for when, _, src, arrived, seen in nxt[:CHAIN_FRONTIER]]
     return hops
-
-
-def _similar(a: int, b: int) -> bool:
-    """Two amounts (US cents) within :data:`~auditflow.typologies.SPLIT_RATIO` of each other."""
-    return a > 0 and b > 0 and max(a, b) <= SPLIT_RATIO * min(a, b)
 
 
 def _cv(cents: Sequence[int]) -> float:

@@ -137,11 +137,6 @@ def _cents(e: GraphEdge) -> int:
     return usd_cents(e.amount_paid)
 
 
-def _comparable(amounts: Iterable[int]) -> bool:
-    a = list(amounts)
-    return bool(a) and min(a) > 0 and max(a) <= SPLIT_RATIO * min(a)
-
-
 class _View:
     """The window's one-off transfers between non-hub accounts, read through ``expand``, cached.
     A pair is one-off when it has a single transfer (that way) in the window and the
