@@ -25,8 +25,9 @@ What every detector shares
       members' own habits do not explain it: each account's rate of such transfers before the
       window (add-one, :meth:`_View.rate`) gives the chance of the shape by habit (a Poisson:
       that many transfers of that range within the burst's span, anywhere in the window, for
-      fans and gather-scatter; for chains and cycles, each intermediate making such a transfer
-      anyway in the time it took to pass the money on), and a shape more likely than
+      fans and gather-scatter, and for each payer of each layer of a bipartite or stack, the
+      payers' chances multiplied; for chains and cycles, each intermediate making such a
+      transfer anyway in the time it took to pass the money on), and a shape more likely than
       :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
       every day makes no fan-out by doing it once more; a person who never did does.
 
@@ -87,12 +88,14 @@ MIN_FAN = 5
 MAX_FAN = 32
 #: A fan is a burst: its transfers follow one another at most this far apart.
 BURST_GAP = timedelta(hours=12)
-#: A fan's parts are unusual for the account: each at least this many times its median transfer
-#: that way (lookback included).
-UNUSUAL = 1.0
+#: A fan's parts are not the account's small change: each at least this many times its median
+#: transfer that way (lookback included). Half, not all of it: a fan splits (or gathers) one sum,
+#: so its parts can be smaller than what the account usually moves; whether the burst is unusual
+#: is the chance test's question (:func:`_by_chance`).
+UNUSUAL = 0.5
 #: A multi-hop shape's transfers are unusual for its members: their median at least this many
 #: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
-UNUSUAL_SHAPE = 2.0
+UNUSUAL_SHAPE = 1.0
 #: Chance: a shape is reported only where its members' own habits (their rate of such transfers
 #: before the window) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
@@ -243,20 +246,38 @@ def _poisson_tail(n: int, mu: float) -> float:
 
 def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float | None:
     """How likely the account's own habits make a burst like ``edges`` (its transfers that way):
-    P(at least that many transfers of that amount range within the burst's span), a Poisson
-    with the account's own rate before the window (:meth:`_View.rate`) over the span (at least
-    :data:`RATE_RESOLUTION`), times the number of such spans in the window (the burst is looked
-    for anywhere in it). ``None``: no history to judge by (no window start)."""
-    amounts = [_cents(e) for e in edges]
-    lam = view.rate(center, direction, min(amounts), max(amounts))
-    if lam is None:
-        return None
-    stamps = sorted(e.timestamp for e in edges)
+    :func:`_layers_by_chance` of one layer with ``center`` as its only member."""
+    return _layers_by_chance(view, [edges], lambda e: center, direction)
+
+
+def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member, direction: str = "out"
+                      ) -> float | None:
+    """How likely the members' own habits make bursts like ``layers``: for each layer and each of
+    its members (``member(edge)``: the account whose transfer that way the edge is), P(at least
+    its number of the layer's transfers, of the layer's amount range, within the layer's span), a
+    Poisson with the account's own rate before the window (:meth:`_View.rate`) over the span (at
+    least :data:`RATE_RESOLUTION`); the product over members and layers (independent accounts),
+    times the number of spans like the whole one in the window (the shape is looked for anywhere
+    in it). ``None``: no history to judge by (no window start)."""
+    p = 1.0
+    for edges in layers:
+        amounts = [_cents(e) for e in edges]
+        stamps = sorted(e.timestamp for e in edges)
+        hours = max(stamps[-1] - stamps[0], RATE_RESOLUTION) / timedelta(hours=1)
+        count: dict[str, int] = {}
+        for e in edges:
+            count[member(e)] = count.get(member(e), 0) + 1
+        for x, k in sorted(count.items()):
+            lam = view.rate(x, direction, min(amounts), max(amounts))
+            if lam is None:
+                return None
+            p *= _poisson_tail(k, lam * hours)
+    stamps = sorted(e.timestamp for edges in layers for e in edges)
     span = max(stamps[-1] - stamps[0], RATE_RESOLUTION)
     tries = 1.0
     if view.start is not None and view.end is not None:
         tries = max(1.0, (view.end - view.start) / span)
-    return min(1.0, tries * _poisson_tail(len(edges), lam * (span / timedelta(hours=1))))
+    return min(1.0, tries * p)
 
 
 def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None:
@@ -401,7 +422,8 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     payments to 2 to MAX_MIDS other accounts scattering it: what leaves passes on what arrived
     (the pass-on band), never more than had arrived at any time, the whole a burst (transfers at
     most HOP_HORIZON apart), and unlike the hub's own habits both ways (:func:`_by_chance`:
-    the chance of both bursts at most CHANCE). The largest such shape (the most transfers)."""
+    the chance of both bursts, times the number of pairs of bursts examined -- each was a chance
+    for a coincidence -- at most CHANCE). The largest such shape (the most transfers)."""
     if view.is_hub(hub):
         return None
     # each side a fan: a burst (BURST_GAP) of comparable transfers
@@ -410,6 +432,7 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     scatters = [x for x in _runs(view.one_off([hub], "out")[hub], BURST_GAP)
                 if 2 <= len({e.dst for e in x}) and len(x) <= MAX_MIDS]
     best: tuple[int, list[GraphEdge], list[GraphEdge]] | None = None
+    tried = 0  # pairs of bursts examined: each was a chance for a coincidence
     for g in gathers:
         sources = {e.src for e in g}
         got = sum(_cents(e) for e in g)
@@ -417,15 +440,19 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
             # the scatter starts after the gather did and within the horizon after it ended
             if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + HOP_HORIZON:
                 continue
+            tried += 1
             outs = [e for e in sc if e.dst not in sources]
             if len({e.dst for e in outs}) < 2:
                 continue
             # what leaves: the scatter's transfers in time order while they fit what arrived
+            # (a prefix: skipping a payment to fit a later one would let any busy account's
+            # payments add up to what arrived)
             kept, total = [], 0
             for e in outs:
-                if total + _cents(e) <= got * (1 + AMOUNT_TOLERANCE):
-                    kept.append(e)
-                    total += _cents(e)
+                if total + _cents(e) > got * (1 + AMOUNT_TOLERANCE):
+                    break
+                kept.append(e)
+                total += _cents(e)
             if not kept:
                 continue
             ins = [e for e in g if e.timestamp <= kept[-1].timestamp]  # gathered after: not scattered
@@ -440,7 +467,7 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
         return None
     _, ins, outs = best
     p_in, p_out = _by_chance(view, hub, "in", ins), _by_chance(view, hub, "out", outs)
-    if p_in is not None and p_out is not None and p_in * p_out > CHANCE:
+    if p_in is not None and p_out is not None and tried * p_in * p_out > CHANCE:
         return None
     return TypologyMatch("gather-scatter", tuple(sorted({hub, *(e.src for e in ins), *(e.dst for e in outs)})),
                          _ids(ins + outs),
@@ -573,6 +600,10 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
         used = set(a) | set(b)
         after = _next_layer(view, b, edges, used, True)
         before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False)
+        steps = [x for x in (before and before[1], edges, after and after[1]) if x]
+        chance = _layers_by_chance(view, steps, lambda e: e.src)
+        if chance is not None and chance > CHANCE:  # what these accounts do anyway
+            continue
         if after is None and before is None:
             if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
                 continue
@@ -581,7 +612,6 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
                               (_ids(edges),))
         else:
             layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
-            steps = [x for x in (before and before[1], edges, after and after[1]) if x]
             m = TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
                               _ids(e for st in steps for e in st),
                               f"money moves through {len(layers)} layers of "
@@ -723,17 +753,19 @@ def detect_typologies(
                 return
         found.setdefault((m.typology, m.event_ids), m)
 
-    for center in dict.fromkeys([node_id, *payers]):
-        add(_fan(view, center, "out"))
-    for center in dict.fromkeys([node_id, *payees]):
-        add(_fan(view, center, "in"))
-    layered: list[str] = []
+    layered: list[str] = []  # centers of shapes around the account, which may be a stack's layer
+    for center, direction in [*((c, "out") for c in dict.fromkeys([node_id, *payers])),
+                              *((c, "in") for c in dict.fromkeys([node_id, *payees]))]:
+        m = _fan(view, center, direction)
+        add(m)
+        if m is not None and center != node_id:
+            layered.append(center)
     for center in dict.fromkeys([node_id, *payers, *payees]):
         m = _gather_scatter(view, center)
         add(m)
         if m is not None and center != node_id:
             layered.append(center)
-    for center in layered:  # a gather-scatter may be the middle of a stack around the account
+    for center in dict.fromkeys(layered):  # a fan or gather-scatter may be a layer of a stack around it
         for m in _bipartite_and_stack(view, center):
             add(m)
     for source in dict.fromkeys([node_id, *payers]):  # the account as source or intermediate
@@ -753,12 +785,15 @@ def detect_typologies(
             if end_ != node_id:
                 add(_cycle(view, end_, *_flows(view, end_)))
 
-    # one finding per instance: a shape mostly inside a more specific one is that shape
-    ranked = [(_SPECIFICITY[m.typology], set(m.event_ids)) for m in found.values()]
+    # one finding per instance: a shape mostly inside a more specific one is that shape, and one
+    # inside a larger one of its own kind is that one (seen from two sides a shape may be cut
+    # differently: a stack's first layer counted back from what its second passed on)
+    ranked = [(m.typology, _SPECIFICITY[m.typology], set(m.event_ids)) for m in found.values()]
     matches = []
     for m in found.values():
         ids, rank = set(m.event_ids), _SPECIFICITY[m.typology]
-        if node_id in m.accounts and not any(r > rank and len(ids & other) * 2 > len(ids) for r, other in ranked):
+        if node_id in m.accounts and not any((r > rank and len(ids & other) * 2 > len(ids))
+                                             or (t == m.typology and ids < other) for t, r, other in ranked):
             matches.append(m)
     order = {name: i for i, name in enumerate(TYPOLOGIES)}
     return sorted(matches, key=lambda m: (order[m.typology], m.accounts, m.event_ids))

@@ -178,6 +178,10 @@ def test_gather_scatter_scatters_what_was_gathered() -> None:
     # scattering before anything was gathered is not this shape
     before = [dataclasses.replace(e, timestamp=T0 + timedelta(minutes=50)) for e in outs]
     assert "gather-scatter" not in names(detect([*events, *before], "H"))
+    # paying out more than was gathered: the payments add up to what arrived only when one in
+    # the middle is skipped, and what leaves is the payments in time order, none skipped
+    spent = [outs[0], move("big", "H", "Q3", 430, 5000), outs[1]]
+    assert "gather-scatter" not in names(detect([*events, *everyday(["Q3"]), *spent], "H"))
 
 
 def layer(left, right, prefix: str, start: int, dollars: float):
@@ -201,6 +205,32 @@ def test_bipartite_and_stack() -> None:
     (m,) = detect(events, "C1")
     assert m.typology == "stack" and len(m.hops) == 2 and len(m.event_ids) == 10
     assert detect(events, "A1") == [m]
+
+
+def test_a_layer_that_is_what_its_payers_do_anyway_is_no_bipartite() -> None:
+    a, b = ["A1", "A2", "A3"], ["B1", "B2"]
+    events = [*everyday([*a, *b]), *layer(a, b, "bp", 100, 1500)]
+    assert names(detect(events, "A2")) == ["bipartite"]
+    # each payer has paid eight new people $1,500-1,780 every day for three weeks (and its
+    # grocer ten times a day: its usual payment is still a small one)
+    habit = [move(f"hab{x}{d}-{i}", x, f"N{x}{d}-{i}", -21 * DAY + d * DAY + 90 * i, 1500 + 40 * i)
+             for x in a for d in range(21) for i in range(8)]
+    habit += [move(f"gro{x}{d}-{i}", x, "GROCER0", -21 * DAY + d * DAY + 60 * i + 30, 40 + i)
+              for x in a for d in range(21) for i in range(10)]
+    assert detect([*events, *habit], "A2") == []
+
+
+def test_a_fan_that_is_a_stack_s_layer_is_the_stack() -> None:
+    # B1 passes most of what A paid it on to the C layer (too little for a gather-scatter), and
+    # pays X a comparable amount in the same burst: five payees, a fan-out as X sees it -- but
+    # four of the five are the stack's
+    a, b, c = ["A1", "A2", "A3"], ["B1", "B2"], ["C1", "C2", "C3", "C4"]
+    events = [*everyday([*a, *b, *c, "X"]), *layer(a, b, "bp", 100, 1500), *layer(b, c, "st", 200, 950),
+              move("x", "B1", "X", 260, 1000)]
+    assert "gather-scatter" not in names(detect(events, "B1"))
+    (m,) = detect(events, "C1")
+    assert m.typology == "stack" and "x" not in m.event_ids
+    assert detect(events, "X") == []
 
 
 def test_random_chain_matches_no_other_shape() -> None:
@@ -271,15 +301,16 @@ def generated():
 #: answer key is the generator's, the detectors never see it). Issue 10 asks 0.9 recall and 0.8
 #: precision of every typology; where the detectors reach that here the floor is the target,
 #: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target):
-#: fans and gather-scatter lose instances whose parts are no more than their members' daily
-#: habit, and report bursts of ordinary accounts next to planted shapes; cycles and chains lose
-#: ones passed on more slowly than their members' habits explain; bipartites and stacks lose
-#: layers with a gap of more than a day (the burst rule) or amounts no larger than the members'
-#: usual, and report single layers of stacks seen from one side.
-RECALL_FLOORS = {"fan-out": 0.8, "fan-in": 0.8, "gather-scatter": 0.8, "scatter-gather": 0.9, "cycle": 0.8,
-                 "random": 0.8, "bipartite": 0.5, "stack": 0.6}
-PRECISION_FLOORS = {"fan-out": 0.6, "fan-in": 0.7, "gather-scatter": 0.7, "scatter-gather": 0.8, "cycle": 0.8,
-                    "random": 0.8, "bipartite": 0.4, "stack": 0.8}
+#: fans lose instances of four legs (MIN_FAN is five) or with a gap of more than BURST_GAP, and
+#: report bursts of ordinary accounts; gather-scatter reports coincidences of two payments in and
+#: two out; chains report coincidental pass-throughs of three hops; bipartites lose squares (two
+#: payers, two payees: MIN_LAYER_ACCOUNTS), layers that are what their payers do anyway (the
+#: chance test) and layers of amounts below their members' usual, and report layers of accounts
+#: sharing a small community of payees.
+RECALL_FLOORS = {"fan-out": 0.8, "fan-in": 0.9, "gather-scatter": 0.8, "scatter-gather": 0.9, "cycle": 0.9,
+                 "random": 0.8, "bipartite": 0.4, "stack": 0.6}
+PRECISION_FLOORS = {"fan-out": 0.7, "fan-in": 0.7, "gather-scatter": 0.7, "scatter-gather": 0.8, "cycle": 0.8,
+                    "random": 0.8, "bipartite": 0.5, "stack": 0.8}
 
 
 def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
