@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from auditflow.money import usd_cents
 from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO, TYPOLOGIES
 from auditflow.typologies import passes_on as _passes_on
 from evidence_graph.follow import Budget, follow_money, pass_through_path
@@ -137,7 +136,8 @@ class TypologyMatch:
 
 
 def _cents(e: GraphEdge) -> int:
-    return usd_cents(e.amount_paid)
+    """The paid amount in US cents: the edge's own, computed once when it was made."""
+    return e.paid_cents
 
 
 class _View:
@@ -261,14 +261,14 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
     in it). ``None``: no history to judge by (no window start)."""
     p = 1.0
     for edges in layers:
-        amounts = [_cents(e) for e in edges]
+        low, high = min(_cents(e) for e in edges), max(_cents(e) for e in edges)
         stamps = sorted(e.timestamp for e in edges)
         hours = max(stamps[-1] - stamps[0], RATE_RESOLUTION) / timedelta(hours=1)
         count: dict[str, int] = {}
         for e in edges:
             count[member(e)] = count.get(member(e), 0) + 1
         for x, k in sorted(count.items()):
-            lam = view.rate(x, direction, min(amounts), max(amounts))
+            lam = view.rate(x, direction, low, high)
             if lam is None:
                 return None
             p *= _poisson_tail(k, lam * hours)
