@@ -1065,9 +1065,23 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
     plan = None
     t0 = time.perf_counter()
 
+    def send(t: str, value: bytes, key: bytes | None) -> None:
+        """Enqueue one record; with max_unacked enqueued, serve reports until there is room."""
+        try:
+            produce(t, value, key)
+        except BufferError:
+            while True:
+                poll(0.05)
+                check()
+                try:
+                    produce(t, value, key)
+                    return
+                except BufferError:
+                    continue
+
     def commit(complete: bool) -> None:
         """The chunk's progress record, then commit: the chunk becomes visible with it, or not at all."""
-        produce(progress_topic(topic), plan.record(read, sent, dead, complete), plan.file.encode())
+        send(progress_topic(topic), plan.record(read, sent, dead, complete), plan.file.encode())
         producer.commit_transaction(flush_timeout_s)
         check()
 
@@ -1084,17 +1098,7 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
             else:
                 t, value, key = dlq, _dead_letter(item, source), None
                 dead += 1
-            try:
-                produce(t, value, key)
-            except BufferError:  # max_unacked enqueued: serve reports until there is room
-                while True:
-                    poll(0.05)
-                    check()
-                    try:
-                        produce(t, value, key)
-                        break
-                    except BufferError:
-                        continue
+            send(t, value, key)
             if read % POLL_EVERY == 0:
                 poll(0)
             if read % progress_every == 0:
