@@ -116,7 +116,7 @@ class Budget:
 UNBOUNDED = Budget(max_nodes=10**12, max_edges=10**12, max_seconds=None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reached:
     """An account the money reached: first at ``hop_depth`` hops, from ``upstream_ids`` (the
     accounts one hop closer that reached it then), explained by ``path`` (the time-ordered
@@ -247,6 +247,7 @@ def follow_money(
         except GraphQueryTimeout:
             cuts.append(TraceCut(hop, "", "time budget", len(frontier)))
             break
+        last = hop == max_hops
         reached: dict[str, _Visit] = {}  # accounts to expand at the next hop, discovery order
         new: dict[str, list[str]] = {}  # accounts first reached at this hop -> who reached them
         new_dropped = 0
@@ -272,8 +273,22 @@ def follow_money(
                     cuts.append(TraceCut(hop, v.node, "amount", n - len(cand)))
             if not cand:
                 continue
-            ref = v.at if v.at is not None else (cand[0].micros if downstream else cand[-1].micros)
             n = len(cand)
+            if (last and n <= fanout_cap and len(nodes) + len(new) >= max_nodes
+                    and len(edges) + n <= max_edges
+                    and not any((e.dst if downstream else e.src) in new for e in cand)):
+                # the last hop with the node budget spent: every transfer is crossed (no cap, no
+                # edge budget), reaches an account seen at an earlier hop or is dropped, and its
+                # rank decides nothing (the relevance sort is what the last hops of the largest
+                # traces spent most of their time on)
+                for e in cand:
+                    if (e.dst if downstream else e.src) in nodes:
+                        if e.event_id not in edges:
+                            edges[e.event_id] = (e, hop)
+                    else:
+                        new_dropped += 1
+                continue
+            ref = v.at if v.at is not None else (cand[0].micros if downstream else cand[-1].micros)
             if n > 1:
                 cand = _most_relevant(cand, ref, downstream, fanout_cap)
             if n > fanout_cap:
@@ -281,7 +296,8 @@ def follow_money(
             for i, e in enumerate(cand):
                 w = e.dst if downstream else e.src
                 eid = e.event_id
-                if eid not in edges and len(edges) >= max_edges:
+                crossed = eid in edges
+                if not crossed and len(edges) >= max_edges:
                     cuts.append(TraceCut(hop, v.node, "edge budget", len(cand) - i))
                     stopped = True
                     break
@@ -295,7 +311,11 @@ def follow_money(
                         new[w] = [v.node]
                     elif v.node not in ups:
                         ups.append(v.node)
-                if eid not in edges:
+                elif last:
+                    if not crossed:
+                        edges[eid] = (e, hop)
+                    continue  # reached before, and nothing is expanded after the last hop
+                if not crossed:
                     edges[eid] = (e, hop)
                 prev = best.get(w, _UNSEEN)
                 if prev is not _UNSEEN and (prev is None or (t >= prev if downstream else t <= prev)):

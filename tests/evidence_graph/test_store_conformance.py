@@ -254,6 +254,21 @@ def test_global_budgets_stop_the_trace_and_say_where(store: GraphStore) -> None:
     assert len(t.edges) == 8 and [(c.hop, c.reason) for c in t.cuts] == [(2, "edge budget")]
 
 
+def test_the_last_hop_with_the_node_budget_spent_still_crosses_transfers_to_accounts_already_reached(backend) -> None:
+    # R -> A -> B, then B pays the root and A back (both reached before) and two accounts not
+    # yet reached; with room for three accounts and three hops, the last hop crosses the two
+    # transfers back and leaves out the two new accounts
+    from evidence_graph.follow import Budget
+
+    store = backend.new()
+    store.add_transactions([tx("r", "R", "A", 1), tx("a", "A", "B", 2), tx("b1", "B", "R", 3),
+                            tx("b2", "B", "C", 4), tx("b3", "B", "A", 5), tx("b4", "B", "D", 6)])
+    t = trace_evidence(store, acct("R"), max_hops=3, budget=Budget(max_nodes=3))
+    assert [(n.node_id, n.hop_depth) for n in t.nodes] == [(acct("R"), 0), (acct("A"), 1), (acct("B"), 2)]
+    assert [(e.event_id, e.hop) for e in t.edges] == [("r", 1), ("a", 2), ("b1", 3), ("b3", 3)]
+    assert [(c.hop, c.reason, c.dropped) for c in t.cuts] == [(3, "node budget", 2)]
+
+
 def test_same_graph_same_trace_id_whatever_the_insertion_order(backend) -> None:
     events = [*cycle("ABCD"), *scatter_gather("A", ["X", "Y"], "Z", prefix="s"), tx("z", "Z", "A", 30)]
     one, two = backend.new(), backend.new()
