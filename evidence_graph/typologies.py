@@ -24,8 +24,9 @@ What every detector shares
     * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
       members' own habits do not explain it: each account's rate of such transfers before the
       window (add-one, :meth:`_View.rate`) gives the chance of the shape by habit (a Poisson:
-      that many transfers of that range within the burst's span, anywhere in the window, for
-      fans and gather-scatter, and for each payer of each layer of a bipartite or stack, the
+      that many transfers of that range within the burst's span, anywhere in the window (fans:
+      in any of the amount bands searched, :func:`_bands`), for fans and gather-scatter, and
+      for each payer of each layer of a bipartite or stack, the
       payers' chances multiplied; for chains and cycles, each intermediate making such a
       transfer anyway in the time it took to pass the money on), and a shape more likely than
       :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
@@ -306,6 +307,22 @@ def _ids(edges: Iterable[GraphEdge]) -> tuple[str, ...]:
     return tuple(sorted({e.event_id for e in edges}))
 
 
+def _bands(edges: Sequence[GraphEdge]) -> int:
+    """How many distinct amount bands a search for comparable transfers among ``edges`` looks
+    at: the bands of width :data:`SPLIT_RATIO` that their amounts span (1 + log base SPLIT_RATIO
+    of largest / smallest, rounded down). A busy account's payments of every size hold a
+    burst of comparable ones in some band more often than in one band fixed in advance (the
+    chance test's question), so its chance counts each band (Bonferroni)."""
+    amounts = [_cents(e) for e in edges]
+    if not amounts:
+        return 1
+    low, high = max(1, min(amounts)), max(1, max(amounts))
+    n = 1
+    while low * SPLIT_RATIO ** n <= high:
+        n += 1
+    return n
+
+
 def _best_split(edges: Sequence[GraphEdge], gap: timedelta | None) -> list[GraphEdge]:
     """The largest set of ``edges`` with comparable amounts (within SPLIT_RATIO of each other)
     that is a burst: one after the other at most ``gap`` apart (``None``: any spacing). Ties: the
@@ -335,6 +352,8 @@ def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
     if len(fan) < MIN_FAN:
         return None
     chance = _by_chance(view, center, direction, fan)
+    if chance is not None:  # the best of the amount bands searched: each was a chance
+        chance = min(1.0, chance * _bands(edges))
     if chance is not None and chance > CHANCE:  # what this account does anyway
         return None
     during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
