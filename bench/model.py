@@ -20,10 +20,14 @@ core, and the model service's latency per batch.
     tables) on the same rows, SHAP only: ``shap_table_speedup``.
 (c) **Service**: ``POST /score`` through FastAPI's in-process client, batches of 100 rows of the
     test split (stream + graph features, ``explain=alerts``), one at a time after a warm-up; p50
-    and p99 per batch (``service_p99_ms``), on a cascade trained on the same data.
+    and p99 per batch (``service_p99_ms``), on a cascade trained on the same data. Batch by batch
+    beside it, the same scorer embedded (:meth:`CascadeScorer.score` called in process, as the
+    deep path embeds the cascade): ``embedded_p99_ms`` and ``service_over_embedded`` (p50 ratio),
+    what the HTTP round trip and JSON cost on top of the same work.
 
 Last line: ``model f1_graph=... f1_stream_only=... f1_baseline=... lift=... pr_auc=...
-shap_rows_per_s=... service_p99_ms=... shap_table_speedup=...``.
+shap_rows_per_s=... service_p99_ms=... shap_table_speedup=... embedded_p99_ms=...
+service_over_embedded=...``.
 """
 
 from __future__ import annotations
@@ -143,8 +147,9 @@ def main() -> None:
     print(f"  cascade: {report.stage_choice}")
     test_rows = [rows[i] for i in te.tolist()]
     batches = [test_rows[i:i + 100] for i in range(0, len(test_rows) - 99, 100)][: 30 if q else 100]
-    times = []
-    with TestClient(create_app(CascadeScorer(cascade), batch_wait_ms=0.0)) as client:
+    times, embedded = [], []
+    scorer = CascadeScorer(cascade)
+    with TestClient(create_app(scorer, batch_wait_ms=0.0)) as client:
         def post(batch):
             body = {"rows": [{"event_id": ev.event_id, "stream": f, "graph": by_id[ev.event_id]} for ev, f in batch]}
             t = time.perf_counter()
@@ -152,11 +157,22 @@ def main() -> None:
             assert r.status_code == 200, r.text
             return (time.perf_counter() - t) * 1000
 
+        def direct(batch):  # the same scorer embedded, as the deep path runs it: no HTTP, no JSON
+            rows_ = [(ev.event_id, f, by_id[ev.event_id]) for ev, f in batch]
+            t = time.perf_counter()
+            scorer.score(rows_, explain="alerts")
+            return (time.perf_counter() - t) * 1000
+
         for b in batches[:3]:
             post(b)
-        times = [post(b) for b in batches]
+            direct(b)
+        for b in batches:  # side by side, batch by batch
+            times.append(post(b))
+            embedded.append(direct(b))
     p50, p99 = float(np.percentile(times, 50)), float(np.percentile(times, 99))
-    print(f"  service: {len(times)} batches of 100, p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    e50, e99 = float(np.percentile(embedded, 50)), float(np.percentile(embedded, 99))
+    print(f"  service: {len(times)} batches of 100, p50 {p50:.1f} ms, p99 {p99:.1f} ms; the same scorer "
+          f"embedded: p50 {e50:.1f} ms, p99 {e99:.1f} ms (the service costs {p50 / e50:.1f}x at p50)")
 
     f1 = {m.name: m.test.f1 for m in rep.models}
     lift = rep.lift
@@ -169,6 +185,8 @@ def main() -> None:
         "shap_rows_per_s": f"{shap_rps:.0f}",
         "service_p99_ms": f"{p99:.1f}",
         "shap_table_speedup": f"{table_speedup:.2f}",
+        "embedded_p99_ms": f"{e99:.1f}",
+        "service_over_embedded": f"{p50 / e50:.2f}",
     }
     print("model " + " ".join(f"{k}={v}" for k, v in head.items()))
 

@@ -1,7 +1,7 @@
 """Evidence traces and typologies: 5-hop trace latency on both backends, the same question as
 naive Cypher path enumeration, and per-typology recall and precision.
 
-    python bench/trace.py            # ~1M-edge graph, 200 traces per backend, 20 naive queries
+    python bench/trace.py            # ~1M-edge graph, 1,000 traces per backend, 20 naive queries
     python bench/trace.py --quick    # ~50k-edge graph, 50 traces per backend, 5 naive queries
     python bench/trace.py --no-neo4j # embedded only (neo4j figures: na)
 
@@ -10,7 +10,9 @@ Neo4j: the server of ``deploy/services up neo4j`` with the settings' credentials
 
 (a) **Traces**: :func:`trace_evidence` as the deep path asks it: 5 hops downstream from an account
     over the 3 days after one of its transfers (hop horizon, fan-out cap 50, hub degree, budgets:
-    the defaults of :mod:`auditflow.limits`), roots drawn with a seeded RNG among senders. Each
+    the defaults of :mod:`auditflow.limits`), roots drawn with a seeded RNG among senders (the
+    full run 1,000 of them: with 200 the p99 was the second-slowest trace, and one scheduling
+    hiccup on two cores moved it by a third between runs). Each
     backend runs all roots in a phase of its own (interleaved, the Neo4j server's work after each
     answer landed inside the next embedded trace: p99 9.9 ms against 3.3 ms alone on the quick
     graph), the embedded one before the graph is written to Neo4j (the server's checkpoints and
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     q = args.quick
     edges = args.edges or (50_000 if q else 1_000_000)
-    n_traces = args.traces or (50 if q else 200)
+    n_traces = args.traces or (50 if q else 1000)
     n_naive = args.naive if args.naive is not None else (5 if q else 20)
     cap = args.naive_cap or (10.0 if q else 30.0)
 
