@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import itertools
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -337,7 +338,8 @@ def create_app(scorer: CascadeScorer, *, batch_max: int = 512, batch_wait_ms: fl
                 if gm:
                     errors.append({"loc": ["body", "rows", i, "graph"], "type": "missing_features",
                                    "msg": f"missing graph features: {gm[:10]}"})
-            bad = [k for k, v in {**row.stream, **(row.graph or {})}.items() if np.isinf(v)]
+            # math.isinf: np.isinf on each Python float took a quarter of a 100-row request
+            bad = [k for k, v in {**row.stream, **(row.graph or {})}.items() if math.isinf(v)]
             if bad:
                 errors.append({"loc": ["body", "rows", i], "type": "infinite",
                                "msg": f"infinite values (use null for missing): {bad[:10]}"})
