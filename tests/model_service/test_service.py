@@ -5,6 +5,7 @@ burst (critical before normal before background, first come first served within 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -74,6 +75,13 @@ def test_bad_payloads_get_422_naming_the_field(client, planted):
     assert r.status_code == 422 and "g_dummy" in r.json()["detail"][0]["msg"]
     r = client.post("/score", json={"rows": [{"event_id": "a", "stream": {**f, "colour": 1.0}}]})
     assert r.status_code == 422 and "colour" in r.json()["detail"][0]["msg"]
+    # JSON has no infinity, but Python's encoder writes one and the parser reads it back
+    body = '{"rows": [{"event_id": "a", "stream": {%s}}]}' % ", ".join(
+        f'"{k}": {"-Infinity" if k == "snd_gap_min" else json.dumps(v)}' for k, v in f.items())
+    r = client.post("/score", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "rows", 0] and err["type"] == "infinite" and "snd_gap_min" in err["msg"]
 
 
 def test_scores_and_reasons_are_the_models_own(client, cascade, planted):
