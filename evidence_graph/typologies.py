@@ -351,10 +351,8 @@ def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
     fan = _best_split(edges, BURST_GAP)
     if len(fan) < MIN_FAN:
         return None
-    chance = _by_chance(view, center, direction, fan)
-    if chance is not None:  # the best of the amount bands searched: each was a chance
-        chance = min(1.0, chance * _bands(edges))
-    if chance is not None and chance > CHANCE:  # what this account does anyway
+    chance = _by_chance(view, center, direction, fan)  # times the amount bands searched: each a chance
+    if chance is not None and chance * _bands(edges) > CHANCE:  # what this account does anyway
         return None
     during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
     if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
