@@ -98,6 +98,30 @@ def test_expand_gives_each_account_its_own_window(store: GraphStore) -> None:
         store.expand([(acct("A"), at(3), at(1))])
 
 
+def test_a_frontier_of_more_accounts_than_one_query_takes_is_answered_whole(store: GraphStore) -> None:
+    # 1,200 payers (Neo4j asks 500 accounts a query), each paying twice, and 50 unknown accounts;
+    # each account its own window, both directions, with and without a limit
+    events = [tx(f"p{i}-{k}", f"A{i}", f"B{i % 40}", (i % 50) + 40 * k) for i in range(1200) for k in range(2)]
+    store.add_transactions(events)
+    at = lambda m: T0 + timedelta(minutes=m)  # noqa: E731
+    windows = {acct(f"A{i}"): (i % 45, i % 45 + 30) for i in range(1200)}
+    windows.update({acct(f"Z{i}"): (0, 100) for i in range(50)})
+    requests = [(n, at(lo), at(hi)) for n, (lo, hi) in windows.items()]
+    minute = {ev.event_id: (ev.timestamp - T0) // timedelta(minutes=1) for ev in events}
+    for limit in (None, 1):
+        got = store.expand(requests, "out", limit)
+        want = {}
+        for n, (lo, hi) in windows.items():
+            mine = sorted((minute[ev.event_id], ev.event_id) for ev in events
+                          if ev.sender.node_id == n and lo <= minute[ev.event_id] <= hi)
+            want[n] = [eid for _, eid in mine][:limit]
+        assert {n: [e.event_id for e in es] for n, es in got.items()} == want
+    payees = [(acct(f"B{j}"), at(10), at(20)) for j in range(40)] + [(n, None, None) for n in windows]
+    got = store.expand(payees, "in")
+    assert sum(len(es) for es in got.values()) == sum(1 for ev in events if 10 <= minute[ev.event_id] <= 20)
+    assert all(e.dst == n for n, es in got.items() for e in es)
+
+
 def test_window_filter_is_inclusive(store: GraphStore) -> None:
     store.add_transactions([tx(f"w{i}", "A", "B", i) for i in range(5)] + chain("BCD", start=10))
     a = acct("A")
