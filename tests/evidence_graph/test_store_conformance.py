@@ -108,12 +108,14 @@ def test_a_frontier_of_more_accounts_than_one_query_takes_is_answered_whole(stor
     windows.update({acct(f"Z{i}"): (0, 100) for i in range(50)})
     requests = [(n, at(lo), at(hi)) for n, (lo, hi) in windows.items()]
     minute = {ev.event_id: (ev.timestamp - T0) // timedelta(minutes=1) for ev in events}
+    paid: dict[str, list[tuple[int, str]]] = {}
+    for ev in events:
+        paid.setdefault(ev.sender.node_id, []).append((minute[ev.event_id], ev.event_id))
     for limit in (None, 1):
         got = store.expand(requests, "out", limit)
         want = {}
         for n, (lo, hi) in windows.items():
-            mine = sorted((minute[ev.event_id], ev.event_id) for ev in events
-                          if ev.sender.node_id == n and lo <= minute[ev.event_id] <= hi)
+            mine = sorted(x for x in paid.get(n, ()) if lo <= x[0] <= hi)
             want[n] = [eid for _, eid in mine][:limit]
         assert {n: [e.event_id for e in es] for n, es in got.items()} == want
     payees = [(acct(f"B{j}"), at(10), at(20)) for j in range(40)] + [(n, None, None) for n in windows]
