@@ -158,6 +158,9 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "g_sg_pass_width",
     "g_rcv_similar_payers_24h",
     "g_snd_similar_payees_24h",
+    "g_rcv_new_similar_payers_24h",
+    "g_snd_new_similar_payees_24h",
+    *(f"g_{side}_{d}_cp_spike" for side, d in _G_DEGREES),
 )
 
 _WHO = {"snd": "sender", "rcv": "receiver"}
@@ -218,7 +221,21 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
         f"sender: distinct payees in the 24 hours before that it paid an amount within a factor "
         f"{SPLIT_RATIO:g} of this one"
     ),
+    "g_rcv_new_similar_payers_24h": (
+        f"receiver: distinct payers in the 24 hours before that paid it an amount within a factor "
+        f"{SPLIT_RATIO:g} of this one and had not paid it in the 27 days before that"
+    ),
+    "g_snd_new_similar_payees_24h": (
+        f"sender: distinct payees in the 24 hours before that it paid an amount within a factor "
+        f"{SPLIT_RATIO:g} of this one and had not paid in the 27 days before that"
+    ),
 }
+for _side, _d in _G_DEGREES:
+    GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_d}_cp_spike"] = (
+        f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the 24 hours before over its "
+        "daily average in the 28 days before (counted over the days since its first transfer there, at "
+        "least one; the average taken as at least 1)"
+    )
 assert tuple(GRAPH_FEATURE_DESCRIPTIONS) == GRAPH_FEATURE_NAMES
 
 # ---------------------------------------------------------------- model inputs

@@ -41,7 +41,7 @@ from auditflow.records import PAYMENT_FORMATS
 from auditflow.typologies import SPLIT_RATIO
 
 #: Version of the mapping below (feature -> sentence and unit).
-REASONS_VERSION = "auditflow.reasons/2"
+REASONS_VERSION = "auditflow.reasons/3"
 
 
 def usd(value: float) -> str:
@@ -187,7 +187,18 @@ def _graph_templates() -> dict[str, Template]:
         "g_snd_similar_payees_24h": lambda v: (
             f"sender paid similar amounts (within a factor {SPLIT_RATIO:g}) to {count(v)} distinct "
             "accounts in the 24 hours before"),
+        "g_rcv_new_similar_payers_24h": lambda v: (
+            f"receiver was paid similar amounts (within a factor {SPLIT_RATIO:g}) by {count(v)} distinct "
+            "accounts in the 24 hours before that had not paid it in the 27 days before that"),
+        "g_snd_new_similar_payees_24h": lambda v: (
+            f"sender paid similar amounts (within a factor {SPLIT_RATIO:g}) to {count(v)} distinct "
+            "accounts in the 24 hours before that it had not paid in the 27 days before that"),
     }
+    for side, who in (("snd", "sender"), ("rcv", "receiver")):
+        for d, what in (("out", "paid"), ("in", "was paid by")):
+            t[f"g_{side}_{d}_cp_spike"] = lambda v, who=who, what=what: (
+                f"{who} {what} {times(v)} as many distinct accounts in the 24 hours before as on an "
+                "average day of the 28 days before")
     return t
 
 

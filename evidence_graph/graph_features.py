@@ -24,7 +24,12 @@ scatter-gather, gather-scatter, neighbourhood amounts):
   longest chain of such transfers ending in this one, at most 4 hops back) and
   ``g_sg_pass_width`` (a scatter-gather whose intermediates each passed the source's money on);
 * similar amounts (within a factor 3, the typologies' split ratio): distinct payers of the
-  receiver and payees of the sender in the 24 hours before (a fan being assembled);
+  receiver and payees of the sender in the 24 hours before (a fan being assembled), and how many
+  of them are new (no transfer with the account in the 27 days before those 24 hours);
+* departures from the account's own rate (``g_*_cp_spike``): distinct counterparties in the 24
+  hours before over the daily average of the 28 days before, counted over the days since the
+  account's first transfer there (a shop's daily customers are its normal; a person suddenly paid
+  by a dozen accounts is not);
 * neighbourhood amounts in US dollars (exact cents summed as integers).
 
 Windows are inclusive at the start: ``[t - W, t - 1 minute]``. Each account contributes at most
@@ -84,6 +89,7 @@ CHAIN_FRONTIER = 50
 CYCLE_HUB_DEGREE = DEFAULT_HUB_DEGREE
 _cents = lru_cache(maxsize=1 << 18)(usd_cents)  # Money is immutable: its cents never change
 _MINUTE = timedelta(minutes=1)
+_DAY = timedelta(days=1)
 _LONGEST = max(m for _, m in GRAPH_WINDOWS)
 _NEW_LOOKBACK = 28 * 24 * 60  # "new" in the 7-day window: not seen in the 21 days before it
 _SHAPE = GRAPH_SHAPE_MINUTES
@@ -218,6 +224,20 @@ def graph_features(
                                          and comparable((e.received_cents, got))})
     v["g_snd_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
                                          and comparable((e.paid_cents, paid))})
+    # ... of which new: their first transfer with the account in the 28 days before is in the last 24 hours
+    known_payers = {e.src for e in ins[rcv] if e.timestamp < day}
+    known_payees = {e.dst for e in outs[snd] if e.timestamp < day}
+    v["g_rcv_new_similar_payers_24h"] = len({e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
+                                             and e.src not in known_payers and comparable((e.received_cents, got))})
+    v["g_snd_new_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
+                                             and e.dst not in known_payees and comparable((e.paid_cents, paid))})
+    # departures from the account's own rate: distinct counterparties in the 24 hours before over the
+    # daily average of the 28 days before, over the days it was active (from its first transfer there)
+    for side, node in (("snd", snd), ("rcv", rcv)):
+        history = _history_days(ins[node], outs[node], t)
+        for d in ("in", "out"):
+            per_day = v[f"g_{side}_{d}_cp_28d"] / history
+            v[f"g_{side}_{d}_cp_spike"] = v[f"g_{side}_{d}_cp_24h"] / max(1.0, per_day)
 
     snd_in = sum(e.received_cents for e in gathered)
     v["g_snd_in_usd_7d"] = float(snd_in) / 100.0
@@ -258,6 +278,12 @@ def _pass_chain_hops(store: GraphStore, payer: str, t: datetime, paid: int, lo: 
         nxt.sort(key=lambda c: c[0], reverse=True)  # the latest first, ties by event id
         frontier = [(src, when, arrived, seen) for when, _, src, arrived, seen in nxt[:CHAIN_FRONTIER]]
     return hops
+
+
+def _history_days(ins: Sequence[GraphEdge], outs: Sequence[GraphEdge], t: datetime) -> float:
+    """Days from the account's first transfer in the lookback (28 days) to ``t``, at least one."""
+    first = min((e.timestamp for e in (*ins[:1], *outs[:1])), default=t)  # each list is earliest first
+    return max(1.0, (t - first) / _DAY)
 
 
 def _cv(cents: Sequence[int]) -> float:

@@ -87,7 +87,7 @@ def test_reason_codes_are_deterministic(scorer):
 
 def test_the_mapping_covers_every_model_input_in_domain_units():
     assert set(TEMPLATES) == set(MODEL_STREAM_FEATURES) | set(GRAPH_FEATURE_NAMES)
-    assert "hour" not in TEMPLATES and "format" not in TEMPLATES and REASONS_VERSION.endswith("/2")
+    assert "hour" not in TEMPLATES and "format" not in TEMPLATES and REASONS_VERSION.endswith("/3")
     assert reason_text("rcv_in_cp_7d", 14.0) == "receiver was paid by 14 distinct accounts in the last 7 days"
     assert reason_text("g_rcv_new_payers_7d", 9.0).startswith("9 of the receiver's payers in the 7 days before")
     assert reason_text("snd_out_usd_24h", 12345.6) == "sender sent USD 12,345.60 in the last 24 hours"
@@ -98,5 +98,10 @@ def test_the_mapping_covers_every_model_input_in_domain_units():
     assert [reason_text(f, 1.0) for f in FORMAT_FEATURES[:3]] == ["paid by Reinvestment", "paid by Cheque", "paid by ACH"]
     assert reason_text("cross_currency", 0.0) == "paid and received in the same currency"
     assert reason_text("g_cycle_len", 0.0) == "this transfer closes no cycle of up to 5 hops"
+    assert reason_text("g_rcv_in_cp_spike", 7.5) == (
+        "receiver was paid by 7.5x as many distinct accounts in the 24 hours before as on an average day of "
+        "the 28 days before")
+    assert reason_text("g_snd_new_similar_payees_24h", 4.0).startswith(
+        "sender paid similar amounts (within a factor 3) to 4 distinct accounts in the 24 hours before that it had not paid")
     with pytest.raises(KeyError):
         reason_text("hour", 5.0)
