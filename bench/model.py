@@ -9,8 +9,9 @@ core, and the model service's latency per batch.
 
 (a) **Quality**: :func:`ingest.synthetic.generate` (legitimate look-alikes in the background,
     ``laundering_rate`` 1%), stream features, graph features as of each transfer, then
-    :func:`model_service.evaluation.evaluate_models` on the temporal 60/20/20 split: minority-class
-    F1 on test with the no-graph baseline (the transfer's own fields), stream features only, and
+    :func:`model_service.evaluation.evaluate_models` on the temporal 60/20/20 split (each model's
+    threshold chosen on validation, the model then trained again on train + validation and measured
+    once on test): minority-class F1 on test with the no-graph baseline (the transfer's own fields), stream features only, and
     stream + graph features, PR-AUC of the graph model; ``lift`` = F1 graph / F1 baseline. The full
     run also evaluates the ``slow`` laundering profile (days-to-weeks patterns, other sizes and
     amounts) and prints it; the last line reports the default profile.

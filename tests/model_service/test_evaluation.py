@@ -16,6 +16,8 @@ from evidence_graph.graph_features import graph_feature_rows
 from ingest.synthetic import generate
 from model_service import BinaryMetrics, temporal_split
 from model_service.evaluation import evaluate_models, precision_at_budget
+from model_service.scorer import GradientBoostedScorer, feature_matrix
+from model_service.training import best_f1_threshold
 from pipelines.features import compute_features
 
 from .conftest import SMALL
@@ -84,3 +86,18 @@ def test_no_model_depends_on_the_hour_of_day(default_data):
     b = evaluate_models(*shifted, seed=3, params=SMALL)
     assert [m.digest for m in a.models] == [m.digest for m in b.models]
     assert a.to_dict() == b.to_dict()
+
+
+def test_the_measured_model_is_trained_on_train_and_validation_at_the_validation_threshold(default_data):
+    events, stream, graph = default_data
+    train, validation, test = temporal_split(events)
+    y = np.array([e.is_laundering for e in events], dtype=np.int64)
+    X = feature_matrix(stream, MODEL_STREAM_FEATURES)[:, [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]]
+    first = GradientBoostedScorer(BASELINE_FEATURES, SMALL).fit(X[train], y[train], seed=3)
+    threshold, _ = best_f1_threshold(first.predict_proba(X[validation]), y[validation])
+    seen = np.concatenate([train, validation])
+    deployed = GradientBoostedScorer(BASELINE_FEATURES, SMALL).fit(X[seen], y[seen], seed=3)
+    for refit, model in ((True, deployed), (False, first)):
+        base = evaluate_models(events, stream, graph, seed=3, params=SMALL, refit=refit).model("baseline")
+        assert base.refit is refit and base.threshold == threshold
+        assert base.test_scores.tolist() == model.predict_proba(X[test]).tolist()
