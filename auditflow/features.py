@@ -232,9 +232,9 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
 }
 for _side, _d in _G_DEGREES:
     GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_d}_cp_spike"] = (
-        f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the 24 hours before over its "
-        "daily average in the 28 days before (counted over the days since its first transfer there, at "
-        "least one; the average taken as at least 1)"
+        f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the 24 hours before over those "
+        "of the 28 days before per day of activity (the days since its first transfer there, at least one; "
+        "the rate taken as at least 1): counterparties arriving faster than the account gathers them over weeks"
     )
 assert tuple(GRAPH_FEATURE_DESCRIPTIONS) == GRAPH_FEATURE_NAMES
 

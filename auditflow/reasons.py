@@ -197,8 +197,8 @@ def _graph_templates() -> dict[str, Template]:
     for side, who in (("snd", "sender"), ("rcv", "receiver")):
         for d, what in (("out", "paid"), ("in", "was paid by")):
             t[f"g_{side}_{d}_cp_spike"] = lambda v, who=who, what=what: (
-                f"{who} {what} {times(v)} as many distinct accounts in the 24 hours before as on an "
-                "average day of the 28 days before")
+                f"{who} {what} {times(v)} as many distinct accounts in the 24 hours before as its count "
+                "of distinct accounts in the 28 days before per day of activity")
     return t
 
 

@@ -27,9 +27,11 @@ scatter-gather, gather-scatter, neighbourhood amounts):
   receiver and payees of the sender in the 24 hours before (a fan being assembled), and how many
   of them are new (no transfer with the account in the 27 days before those 24 hours);
 * departures from the account's own rate (``g_*_cp_spike``): distinct counterparties in the 24
-  hours before over the daily average of the 28 days before, counted over the days since the
-  account's first transfer there (a shop's daily customers are its normal; a person suddenly paid
-  by a dozen accounts is not);
+  hours before over the distinct counterparties of the 28 days before per day of activity there
+  (from the account's first transfer in those 28 days, at least one day; the rate at least 1).
+  A merchant whose one-off customers accumulate day after day stays near 1; a person suddenly
+  paid by a dozen accounts does not. So does a shop paid by the same regulars every day (its
+  distinct payers do not accumulate): regulars are told apart by the "new" counts above;
 * neighbourhood amounts in US dollars (exact cents summed as integers).
 
 Windows are inclusive at the start: ``[t - W, t - 1 minute]``. Each account contributes at most
@@ -231,8 +233,8 @@ def graph_features(
                                              and e.src not in known_payers and comparable((e.received_cents, got))})
     v["g_snd_new_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
                                              and e.dst not in known_payees and comparable((e.paid_cents, paid))})
-    # departures from the account's own rate: distinct counterparties in the 24 hours before over the
-    # daily average of the 28 days before, over the days it was active (from its first transfer there)
+    # departures from the account's own rate: distinct counterparties in the 24 hours before over those
+    # of the 28 days before per day of activity (from its first transfer there)
     for side, node in (("snd", snd), ("rcv", rcv)):
         history = _history_days(ins[node], outs[node], t)
         for d in ("in", "out"):

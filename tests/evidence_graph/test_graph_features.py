@@ -360,10 +360,18 @@ def test_a_sudden_fan_in_of_new_payers_stands_out_from_the_accounts_own_rate() -
     assert f["g_rcv_in_cp_24h"] == 7 and f["g_rcv_in_cp_28d"] == 7
     assert f["g_rcv_in_cp_spike"] == 7.0  # the daily average is taken as at least one
     assert f["g_snd_out_cp_spike"] == 0.0 and f["g_snd_new_similar_payees_24h"] == 0  # S has no history
-    # a busy shop: the same 30 customers pay R2 every day for 21 days; its last 24 hours look like its days
+    # a shop: the same 30 customers pay R2 every day for 21 days. Its distinct payers do not accumulate,
+    # so its rate is 30 over 21 active days and the spike is high; no payer is new
     busy = [tx(f"b{d}_{k}", f"Q{k}", "R2", d * DAY + k, amount=usd(50_000)) for d in range(21) for k in range(30)]
     store.add_transactions(busy)
     f = graph_features(store, tx("alert2", "S", "R2", t, amount=usd(50_000)))
     assert f["g_rcv_in_cp_24h"] == 30 and f["g_rcv_in_cp_28d"] == 30
-    assert f["g_rcv_in_cp_spike"] == pytest.approx(30 / (30 / 21))  # active for all 21 days before
+    assert f["g_rcv_in_cp_spike"] == pytest.approx(21.0)  # 30 / (30 distinct / 21 active days)
     assert f["g_rcv_new_similar_payers_24h"] == 0 and f["g_rcv_similar_payers_24h"] == 30
+    # a merchant: 10 one-off customers a day for 21 days, as many distinct payers a day as in its last 24 hours
+    merchant = [tx(f"m{d}_{k}", f"C{d}_{k}", "R3", d * DAY + 60 * k, amount=usd(50_000))
+                for d in range(21) for k in range(10)]
+    store.add_transactions(merchant)
+    f = graph_features(store, tx("alert3", "S", "R3", t, amount=usd(50_000)))
+    assert f["g_rcv_in_cp_24h"] == 10 and f["g_rcv_in_cp_28d"] == 210 and f["g_rcv_in_cp_spike"] == pytest.approx(1.0)
+    assert f["g_rcv_new_similar_payers_24h"] == 10  # every customer is new: the spike tells this one apart

@@ -99,8 +99,8 @@ def test_the_mapping_covers_every_model_input_in_domain_units():
     assert reason_text("cross_currency", 0.0) == "paid and received in the same currency"
     assert reason_text("g_cycle_len", 0.0) == "this transfer closes no cycle of up to 5 hops"
     assert reason_text("g_rcv_in_cp_spike", 7.5) == (
-        "receiver was paid by 7.5x as many distinct accounts in the 24 hours before as on an average day of "
-        "the 28 days before")
+        "receiver was paid by 7.5x as many distinct accounts in the 24 hours before as its count of distinct "
+        "accounts in the 28 days before per day of activity")
     assert reason_text("g_snd_new_similar_payees_24h", 4.0).startswith(
         "sender paid similar amounts (within a factor 3) to 4 distinct accounts in the 24 hours before that it had not paid")
     with pytest.raises(KeyError):
