@@ -222,17 +222,15 @@ def graph_features(
     v["g_up_chain_hops"] = _pass_chain_hops(store, snd, t, paid, lo, end, neighbor_cap) if snd != rcv else 0
     day = t - timedelta(days=1)
     got = _cents(event.amount_received)
-    v["g_rcv_similar_payers_24h"] = len({e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
-                                         and comparable((e.received_cents, got))})
-    v["g_snd_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
-                                         and comparable((e.paid_cents, paid))})
-    # ... of which new: their first transfer with the account in the 28 days before is in the last 24 hours
-    known_payers = {e.src for e in ins[rcv] if e.timestamp < day}
-    known_payees = {e.dst for e in outs[snd] if e.timestamp < day}
-    v["g_rcv_new_similar_payers_24h"] = len({e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
-                                             and e.src not in known_payers and comparable((e.received_cents, got))})
-    v["g_snd_new_similar_payees_24h"] = len({e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
-                                             and e.dst not in known_payees and comparable((e.paid_cents, paid))})
+    similar_payers = {e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
+                      and comparable((e.received_cents, got))}
+    similar_payees = {e.dst for e in outs[snd] if e.timestamp >= day and e.dst != snd
+                      and comparable((e.paid_cents, paid))}
+    v["g_rcv_similar_payers_24h"] = len(similar_payers)
+    v["g_snd_similar_payees_24h"] = len(similar_payees)
+    # ... of which new: no transfer with the account in the 28 days before, except in the last 24 hours
+    v["g_rcv_new_similar_payers_24h"] = len(similar_payers - {e.src for e in ins[rcv] if e.timestamp < day})
+    v["g_snd_new_similar_payees_24h"] = len(similar_payees - {e.dst for e in outs[snd] if e.timestamp < day})
     # departures from the account's own rate: distinct counterparties in the 24 hours before over those
     # of the 28 days before per day of activity (from its first transfer there)
     for side, node in (("snd", snd), ("rcv", rcv)):

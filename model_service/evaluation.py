@@ -11,8 +11,8 @@ Each is trained on the first 60% (by time) and its threshold chosen on the next 
 minority-class F1 there); then (``refit``, the default) it is trained again with the same
 hyperparameters and seed on those first 80% -- the model a bank would deploy uses every labelled
 transfer before the test period -- and measured once on the last 20% at that threshold:
-minority-class precision, recall and F1, PR-AUC (average precision, :func:`sklearn.metrics.average_precision_score`) and
-precision at a fixed alert budget (the top ``budget_per_10k`` test events per 10,000 by score).
+minority-class precision, recall and F1, PR-AUC (average precision,
+:func:`sklearn.metrics.average_precision_score`) and precision at a fixed alert budget (the top ``budget_per_10k`` test events per 10,000 by score).
 ``lift`` = F1(graph) / F1(baseline). Nothing here reads hour of day or a format code number.
 
 All three use the same hyperparameters (:data:`EVAL_PARAMS`), seed and protocol. The test split
@@ -159,7 +159,8 @@ def evaluate_models(
         p_at, k = precision_at_budget(te, y_te, budget_per_10k)
         out.append(ModelEvaluation(
             name=name, n_features=len(names), threshold=thr, validation_f1=va_f1,
-            test=BinaryMetrics.of(te >= thr, y_te), refit=refit, pr_auc=float(average_precision_score(y_te, te)),
+            test=BinaryMetrics.of(te >= thr, y_te), refit=refit,
+            pr_auc=float(average_precision_score(y_te, te)),
             precision_at_budget=p_at, budget_alerts=k, digest=model.digest, curve=(prec, rec), test_scores=te))
     return EvaluationReport(
         seed=int(seed),
