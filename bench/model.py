@@ -13,8 +13,9 @@ core, and the model service's latency per batch.
     threshold chosen on validation, the model then trained again on train + validation and measured
     once on test): minority-class F1 on test with the no-graph baseline (the transfer's own
     fields), stream features only, and stream + graph features, PR-AUC of the graph model;
-    ``lift`` = F1 graph / F1 baseline. The full run also evaluates the ``slow`` laundering profile (days-to-weeks patterns, other sizes and
-    amounts) and prints it; the last line reports the default profile.
+    ``lift`` = F1 graph / F1 baseline. The full run also evaluates the ``slow`` laundering
+    profile (days-to-weeks patterns, other sizes and amounts) and prints it; the last line reports
+    the default profile.
 (b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP (the per-leaf-table
     kernel of :mod:`model_service.treeshap`; additivity checked for every row) over test rows, one
     thread (numba and xgboost); ``shap_rows_per_s``. Then both exact kernels (Algorithm 2 and the

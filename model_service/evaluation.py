@@ -12,7 +12,8 @@ minority-class F1 there); then (``refit``, the default) it is trained again with
 hyperparameters and seed on those first 80% -- the model a bank would deploy uses every labelled
 transfer before the test period -- and measured once on the last 20% at that threshold:
 minority-class precision, recall and F1, PR-AUC (average precision,
-:func:`sklearn.metrics.average_precision_score`) and precision at a fixed alert budget (the top ``budget_per_10k`` test events per 10,000 by score).
+:func:`sklearn.metrics.average_precision_score`) and precision at a fixed alert budget (the top
+``budget_per_10k`` test events per 10,000 by score).
 ``lift`` = F1(graph) / F1(baseline). Nothing here reads hour of day or a format code number.
 
 All three use the same hyperparameters (:data:`EVAL_PARAMS`), seed and protocol. The test split
