@@ -25,15 +25,20 @@ What every detector shares
       members' own habits do not explain it: each account's rate of such transfers before the
       window (add-one, :meth:`_View.rate`) gives the chance of the shape by habit (a Poisson:
       that many transfers of that range within the burst's span, anywhere in the window (fans:
-      in any of the amount bands searched, :func:`_bands`), for fans and gather-scatter, and
+      in any of the amount bands searched, :func:`_bands`, and at any of the places a query
+      looks for one), for fans and gather-scatter, and
       for each payer of each layer of a bipartite or stack, the
       payers' chances multiplied; for chains and cycles, each intermediate making such a
       transfer anyway in the time it took to pass the money on), and a shape more likely than
       :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
       every day makes no fan-out by doing it once more; a person who never did does.
+      A query looks for fans at the account (both ways), at each of its one-off payers (as a
+      fan-out's source) and at each of its one-off payees (as a fan-in's sink), so each of those
+      is held to CHANCE divided by their number (Bonferroni): a query's fans are a coincidence
+      at most one time in a thousand, however many neighbours the account has.
 
 ========================  ==============================================================
-fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
+fan-out / fan-in          one account pays (is paid by) 5 to 32 distinct accounts with
                           comparable one-off transfers in a burst (:data:`BURST_GAP` apart)
 cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
                           passing the money on (2-hop back-and-forth is repayment)
@@ -343,7 +348,9 @@ def _best_split(edges: Sequence[GraphEdge], gap: timedelta | None) -> list[Graph
 # ------------------------------------------------------------------ fans
 
 
-def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
+def _fan(view: _View, center: str, direction: str, tests: int) -> TypologyMatch | None:
+    """The fan around ``center`` that way, if its chance times the amount bands searched and the
+    ``tests`` (fans) the query looks at -- each a chance for a coincidence -- is at most CHANCE."""
     if view.is_hub(center):
         return None
     usual = view.median_amount(center, direction)
@@ -352,7 +359,7 @@ def _fan(view: _View, center: str, direction: str) -> TypologyMatch | None:
     if len(fan) < MIN_FAN:
         return None
     chance = _by_chance(view, center, direction, fan)  # times the amount bands searched: each a chance
-    if chance is not None and chance * _bands(edges) > CHANCE:  # what this account does anyway
+    if chance is not None and chance * _bands(edges) * tests > CHANCE:  # what this account does anyway
         return None
     during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
     if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
@@ -771,9 +778,10 @@ def detect_typologies(
         found.setdefault((m.typology, m.event_ids), m)
 
     layered: list[str] = []  # centers of shapes around the account, which may be a stack's layer
-    for center, direction in [*((c, "out") for c in dict.fromkeys([node_id, *payers])),
-                              *((c, "in") for c in dict.fromkeys([node_id, *payees]))]:
-        m = _fan(view, center, direction)
+    fans = [*((c, "out") for c in dict.fromkeys([node_id, *payers])),  # every fan the query tests
+            *((c, "in") for c in dict.fromkeys([node_id, *payees]))]
+    for center, direction in fans:
+        m = _fan(view, center, direction, len(fans))
         add(m)
         if m is not None and center != node_id:
             layered.append(center)

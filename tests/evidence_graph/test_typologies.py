@@ -85,18 +85,35 @@ def test_a_burst_that_is_the_account_s_habit_is_no_fan() -> None:
     assert detect([*everyday(["H"]), *habit, *burst], "H") == []  # what H does every day
 
 
-def test_a_burst_found_only_by_searching_many_amount_bands_is_no_fan() -> None:
-    # H paid a dozen new people about $1,550 over the three weeks before; five comparable payments
-    # to new payees within 14 hours are then about a 5e-4 chance by that habit: a fan-out. When H
-    # also pays one-off sums of $9,000 to $243,000 in the window, the search for a burst looked at
-    # five bands of amounts (factors of 3), and one such chance in five bands is no evidence
+def habit_and_burst(spacing: int) -> list:
+    """H paid a dozen new people about $1,550 over the three weeks before the window; in it, five
+    comparable payments to new payees, ``spacing`` minutes apart."""
     habit = [move(f"hab{i}", "H", f"N{i}", -20 * DAY + i * (20 * DAY // 12) + 7, 1550 + 10 * (i % 5))
              for i in range(12)]
-    burst = [move(f"fo{i}", "H", f"L{i}", 600 + 210 * i, 1500 + 37 * i) for i in range(5)]
+    burst = [move(f"fo{i}", "H", f"L{i}", 600 + spacing * i, 1500 + 37 * i) for i in range(5)]
+    return [*everyday(["H"]), *habit, *burst]
+
+
+def test_a_burst_found_only_by_searching_many_amount_bands_is_no_fan() -> None:
+    # the burst within 10 hours is about a 1.4e-4 chance by H's habit; the query about H looks at
+    # seven places for a fan (H both ways, each of its five payees as a sink): 1e-3 in all, a
+    # fan-out. When H also pays one-off sums of $9,000 to $243,000 in the window, the search for a
+    # burst looked at five bands of amounts (factors of 3) from eleven places: no evidence
+    events = habit_and_burst(spacing=150)
     spread = [move(f"sp{i}", "H", f"Q{i}", 3 * DAY + 97 * i, a) for i, a in enumerate((9000, 27000, 81000, 243000))]
-    (m,) = detect([*everyday(["H"]), *habit, *burst], "H")
+    (m,) = detect(events, "H")
     assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
-    assert detect([*everyday(["H"]), *habit, *burst, *spread], "H") == []
+    assert detect([*events, *spread], "H") == []
+
+
+def test_a_fan_is_held_to_the_chance_over_every_place_the_query_looked() -> None:
+    # the same burst over 14 hours: about a 5e-4 chance by H's habit, within CHANCE for one fan,
+    # but the query about H looked at seven places (3.4e-3), and one about a payee at three: H
+    # itself, H as its payer, and the payee as a sink
+    events = habit_and_burst(spacing=210)
+    assert detect(events, "H") == []
+    assert detect(events, "L2") == []
+    assert names(detect(habit_and_burst(spacing=150), "L2")) == ["fan-out"]
 
 
 def test_a_shop_s_customers_and_a_busy_merchant_are_no_fan_in() -> None:
