@@ -23,8 +23,9 @@ What every detector shares
       than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
     * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
       members' own habits do not explain it: each account's rate of such transfers before the
-      window (add-one, :meth:`_View.rate`) gives the chance of the shape by habit (a Poisson:
-      that many transfers of that range within the burst's span, anywhere in the window (fans:
+      window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
+      of the shape by habit (a Poisson: that many transfers of that range within the burst's
+      span, anywhere in the window (fans:
       in any of the amount bands searched, :func:`_bands`, and at any of the places a query
       looks for one), for fans and gather-scatter, and
       for each payer of each layer of a bipartite or stack, the
@@ -206,7 +207,12 @@ class _View:
         """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
         cents before the window, over the lookback it has history in: (count + 1) / hours, the
         add-one estimate (a finite history never proves a rate of zero; an account without any
-        counts one such transfer over the whole lookback). ``None`` without a window start."""
+        counts one such transfer over the whole lookback). ``None`` without a window start.
+
+        The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
+        transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
+        range's share of that width. A few dozen payments are a sample: an account paying all
+        sizes of amounts that happened to pay none in one band pays such amounts all the same."""
         if self.start is None:
             return None
         self._load([node], "out")
@@ -214,7 +220,12 @@ class _View:
         seen = [t for d in ("out", "in") for t, _ in self._history[(node, d)]]
         since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
         hours = max((self.start - since) / timedelta(hours=1), 1.0)
-        count = sum(1 for _, c in self._history[(node, direction)] if low <= c <= high)
+        history = self._history[(node, direction)]
+        count = sum(1 for _, c in history if low <= c <= high)
+        width = math.log(max(high, 1) / max(low, 1))
+        if width > 0:
+            near = sum(1 for _, c in history if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
+            count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
         return (count + 1) / hours
 
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, list[GraphEdge]]:
