@@ -25,12 +25,11 @@ What every detector shares
       members' own habits do not explain it: each account's rate of such transfers before the
       window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
       of the shape by habit (a Poisson: that many transfers of that range within the burst's
-      span, anywhere in the window (fans:
-      in any of the amount bands searched, :func:`_bands`, and at any of the places a query
-      looks for one), for fans and gather-scatter, and
-      for each payer of each layer of a bipartite or stack, the
-      payers' chances multiplied; for chains and cycles, each intermediate making such a
-      transfer anyway in the time it took to pass the money on), and a shape more likely than
+      span, anywhere in the window (fans: in any of the amount bands searched, :func:`_bands`,
+      and at any of the places a query looks for one), for fans and gather-scatter, and for
+      each payer of each layer of a bipartite or stack, the payers' chances multiplied; for
+      chains and cycles, each intermediate making such a transfer anyway in the time it took to
+      pass the money on), and a shape more likely than
       :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
       every day makes no fan-out by doing it once more; a person who never did does.
       A query looks for fans at the account (both ways), at each of its one-off payers (as a
@@ -220,11 +219,11 @@ class _View:
         seen = [t for d in ("out", "in") for t, _ in self._history[(node, d)]]
         since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
         hours = max((self.start - since) / timedelta(hours=1), 1.0)
-        history = self._history[(node, direction)]
-        count = sum(1 for _, c in history if low <= c <= high)
+        amounts = self._amounts[(node, direction)]
+        count = sum(1 for c in amounts if low <= c <= high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
-            near = sum(1 for _, c in history if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
+            near = sum(1 for c in amounts if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
         return (count + 1) / hours
 
