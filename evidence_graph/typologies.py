@@ -25,8 +25,8 @@ What every detector shares
       members' own habits do not explain it: each account's rate of such transfers before the
       window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
       of the shape by habit (a Poisson: that many transfers of that range within the burst's
-      span, anywhere in the window (fans: in any of the amount bands searched, :func:`_bands`,
-      and at any of the places a query looks for one), for fans and gather-scatter, and for
+      span, anywhere in the window (fans: in any of the amount bands or runs searched,
+      :func:`_bands`, and at any of the places a query looks for one), for fans and gather-scatter, and for
       each payer of each layer of a bipartite or stack, the payers' chances multiplied; for
       chains and cycles, each intermediate making such a transfer anyway in the time it took to
       pass the money on), and a shape more likely than
@@ -38,8 +38,9 @@ What every detector shares
       at most one time in a thousand, however many neighbours the account has.
 
 ========================  ==============================================================
-fan-out / fan-in          one account pays (is paid by) 5 to 32 distinct accounts with
-                          comparable one-off transfers in a burst (:data:`BURST_GAP` apart)
+fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
+                          comparable one-off transfers, one after the other at most
+                          :data:`HOP_HORIZON` apart (each spacing of :data:`FAN_GAPS`)
 cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
                           passing the money on (2-hop back-and-forth is repayment)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
@@ -88,16 +89,17 @@ TYPOLOGY_HUB_DEGREE = 100
 RELATIONSHIP_LOOKBACK = timedelta(days=35)
 #: Transfers read per account and direction (more than this: a hub).
 TYPOLOGY_NEIGHBOR_CAP = 400
-#: Fans: at least this many distinct counterparties (3 is every-day behaviour), at most MAX_FAN.
-MIN_FAN = 5
+#: Fans: at least this many distinct counterparties (three payees or payers in a few days is
+#: every-day behaviour; more is evidence only where the chance test says the account's habits do
+#: not explain it), at most MAX_FAN.
+MIN_FAN = 4
 MAX_FAN = 32
-#: A fan is a burst: its transfers follow one another at most this far apart.
+#: A burst: transfers that follow one another at most this far apart (gather-scatter's sides).
 BURST_GAP = timedelta(hours=12)
-#: A fan's parts are not the account's small change: each at least this many times its median
-#: transfer that way (lookback included). Half, not all of it: a fan splits (or gathers) one sum,
-#: so its parts can be smaller than what the account usually moves; whether the burst is unusual
-#: is the chance test's question (:func:`_by_chance`).
-UNUSUAL = 0.5
+#: The spacings at which fans are looked for: bursts (BURST_GAP) and the steps of one operation
+#: (HOP_HORIZON, as along a path): a fan spread over a day or two by a quiet account is as unlike
+#: its habits as one in an afternoon, and the chance test judges each over its own span.
+FAN_GAPS = (BURST_GAP, HOP_HORIZON)
 #: A multi-hop shape's transfers are unusual for its members: their median at least this many
 #: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
 UNUSUAL_SHAPE = 1.0
@@ -338,47 +340,55 @@ def _bands(edges: Sequence[GraphEdge]) -> int:
     return n
 
 
-def _best_split(edges: Sequence[GraphEdge], gap: timedelta | None) -> list[GraphEdge]:
-    """The largest set of ``edges`` with comparable amounts (within SPLIT_RATIO of each other)
-    that is a burst: one after the other at most ``gap`` apart (``None``: any spacing). Ties: the
-    earliest. ``edges`` and the result in time order."""
-    best: list[GraphEdge] = []
-    for low in sorted({_cents(e) for e in edges}):
-        band = [e for e in edges if low <= _cents(e) <= SPLIT_RATIO * max(1, low)]
-        run: list[GraphEdge] = []
-        for e in band:
-            if run and gap is not None and e.timestamp - run[-1].timestamp > gap:
-                run = []
-            run.append(e)
-            if len(run) > len(best):
-                best = list(run)
-    return best
-
-
 # ------------------------------------------------------------------ fans
 
 
-def _fan(view: _View, center: str, direction: str, tests: int) -> TypologyMatch | None:
-    """The fan around ``center`` that way, if its chance times the amount bands searched and the
-    ``tests`` (fans) the query looks at -- each a chance for a coincidence -- is at most CHANCE."""
+def _fans(view: _View, center: str, direction: str, tests: int) -> list[TypologyMatch]:
+    """The fans around ``center`` that way: among its runs of comparable one-off transfers (each
+    amount band's runs at each spacing of FAN_GAPS, :func:`_runs`) of MIN_FAN to MAX_FAN
+    transfers, and no part of a larger run, every one whose chance times the places searched
+    (the amount bands, or the runs not inside another if more) and the ``tests`` (fans) the query looks at -- each a
+    chance for a coincidence -- is at most CHANCE, the least likely first, each sharing no
+    transfer with one taken before. An account may run two fans in one window, and the largest
+    run is not always the least likely one: a habit in one band can hide a fan in another. Any
+    size of part counts: a fan splits (or gathers) one sum, so its parts may be smaller than
+    what the account usually moves; whether they are unlike its habits is the chance test's
+    question (:func:`_by_chance`, over the run's own amounts and span)."""
     if view.is_hub(center):
-        return None
-    usual = view.median_amount(center, direction)
-    edges = [e for e in view.one_off([center], direction)[center] if _cents(e) >= UNUSUAL * usual]
-    fan = _best_split(edges, BURST_GAP)
-    if len(fan) < MIN_FAN:
-        return None
-    chance = _by_chance(view, center, direction, fan)  # times the amount bands searched: each a chance
-    if chance is not None and chance * _bands(edges) * tests > CHANCE:  # what this account does anyway
-        return None
-    during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
-    if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
-        return None
+        return []
+    edges = view.one_off([center], direction)[center]
+    runs = list({tuple(e.event_id for e in r): r for gap in FAN_GAPS for r in _runs(edges, gap)
+                 if len(r) >= MIN_FAN}.values())
+    if not runs:
+        return []
+    # a burst inside a larger one (of more than MAX_FAN) is part of a bigger operation
+    bigger = {e.event_id for r in runs if len(r) > MAX_FAN for e in r}
+    # every band, and every run not inside another, looked at: each a chance for a coincidence
+    ids = [frozenset(e.event_id for e in r) for r in runs]
+    searched = max(_bands(edges), sum(1 for a in ids if not any(a < b for b in ids)))
+    ranked = []
+    for fan in runs:
+        if len(fan) > MAX_FAN or bigger.intersection(e.event_id for e in fan):
+            continue
+        chance = _by_chance(view, center, direction, fan)
+        if chance is not None and chance * searched * tests > CHANCE:  # what this account does anyway
+            continue
+        during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
+        if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
+            continue
+        ranked.append((0.0 if chance is None else chance, -len(fan), _ids(fan), fan))
     name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
-    parties = {e.dst if direction == "out" else e.src for e in fan}
-    return TypologyMatch(name, tuple(sorted({center, *parties})), _ids(fan),
-                         f"{center} {verb} {len(parties)} accounts in a burst of comparable one-off "
-                         "transfers", (_ids(fan),))
+    found: list[TypologyMatch] = []
+    taken: set[str] = set()
+    for _, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
+        if taken.intersection(ids):
+            continue
+        taken.update(ids)
+        parties = {e.dst if direction == "out" else e.src for e in fan}
+        found.append(TypologyMatch(name, tuple(sorted({center, *parties})), ids,
+                                   f"{center} {verb} {len(parties)} accounts in a burst of comparable "
+                                   "one-off transfers", (ids,)))
+    return found
 
 
 # ------------------------------------------------------------------ scatter-gather
@@ -791,10 +801,10 @@ def detect_typologies(
     fans = [*((c, "out") for c in dict.fromkeys([node_id, *payers])),  # every fan the query tests
             *((c, "in") for c in dict.fromkeys([node_id, *payees]))]
     for center, direction in fans:
-        m = _fan(view, center, direction, len(fans))
-        add(m)
-        if m is not None and center != node_id:
-            layered.append(center)
+        for m in _fans(view, center, direction, len(fans)):
+            add(m)
+            if center != node_id:
+                layered.append(center)
     for center in dict.fromkeys([node_id, *payers, *payees]):
         m = _gather_scatter(view, center)
         add(m)
