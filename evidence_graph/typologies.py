@@ -103,6 +103,12 @@ FAN_GAPS = (BURST_GAP, HOP_HORIZON)
 #: A multi-hop shape's transfers are unusual for its members: their median at least this many
 #: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
 UNUSUAL_SHAPE = 1.0
+#: Shapes whose chance test already asks, for every paying member, how often it pays amounts of
+#: the shape's own range (fans; bipartite and stack layers): a further bar on their size against
+#: the members' usual transfer would only drop layers that split a sum into small parts. (Dropping
+#: it for gather-scatter, scatter-gather and chains as well added false positives on generated
+#: sets and found nothing more.)
+_JUDGED_BY_AMOUNT = frozenset({"fan-out", "fan-in", "bipartite", "stack"})
 #: Chance: a shape is reported only where its members' own habits (their rate of such transfers
 #: before the window) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
@@ -791,7 +797,7 @@ def detect_typologies(
     def add(m: TypologyMatch | None) -> None:
         if m is None:  # shapes around the account it takes no part in still explain its neighbours'
             return
-        if m.typology not in ("fan-out", "fan-in"):
+        if m.typology not in _JUDGED_BY_AMOUNT:
             edges = [_edge(view, i) for i in m.event_ids]
             if not _unusual(view, edges, UNUSUAL_SHAPE):
                 return
