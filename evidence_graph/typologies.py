@@ -26,11 +26,11 @@ What every detector shares
       window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
       of the shape by habit (a Poisson: that many transfers of that range within the burst's
       span, anywhere in the window (fans: in any of the amount bands or runs searched,
-      :func:`_bands`, and at any of the places a query looks for one), for fans and gather-scatter, and for
-      each payer of each layer of a bipartite or stack, the payers' chances multiplied; for
-      chains and cycles, each intermediate making such a transfer anyway in the time it took to
-      pass the money on), and a shape more likely than
-      :data:`CHANCE` (one in a thousand) is not reported. An account that pays six new people
+      :func:`_bands`, and at any of the places a query looks for one), for fans and
+      gather-scatter, and for each payer of each layer of a bipartite or stack, the payers'
+      chances multiplied; for chains and cycles, each intermediate making such a transfer anyway
+      in the time it took to pass the money on), and a shape more likely than :data:`CHANCE` (one
+      in a thousand) is not reported. An account that pays six new people
       every day makes no fan-out by doing it once more; a person who never did does.
       A query looks for fans at the account (both ways), at each of its one-off payers (as a
       fan-out's source) and at each of its one-off payees (as a fan-in's sink), so each of those
@@ -353,9 +353,9 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     """The fans around ``center`` that way: among its runs of comparable one-off transfers (each
     amount band's runs at each spacing of FAN_GAPS, :func:`_runs`) of MIN_FAN to MAX_FAN
     transfers, and no part of a larger run, every one whose chance times the places searched
-    (the amount bands, or the runs not inside another if more) and the ``tests`` (fans) the query looks at -- each a
-    chance for a coincidence -- is at most CHANCE, the least likely first, each sharing no
-    transfer with one taken before. An account may run two fans in one window, and the largest
+    (the amount bands, or the runs not inside another if more) and the ``tests`` (fans) the
+    query looks at -- each a chance for a coincidence -- is at most CHANCE, the least likely
+    first, each sharing no transfer with one taken before. An account may run two fans in one window, and the largest
     run is not always the least likely one: a habit in one band can hide a fan in another. Any
     size of part counts: a fan splits (or gathers) one sum, so its parts may be smaller than
     what the account usually moves; whether they are unlike its habits is the chance test's
@@ -370,8 +370,8 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     # a burst inside a larger one (of more than MAX_FAN) is part of a bigger operation
     bigger = {e.event_id for r in runs if len(r) > MAX_FAN for e in r}
     # every band, and every run not inside another, looked at: each a chance for a coincidence
-    ids = [frozenset(e.event_id for e in r) for r in runs]
-    searched = max(_bands(edges), sum(1 for a in ids if not any(a < b for b in ids)))
+    sets = [frozenset(e.event_id for e in r) for r in runs]
+    searched = max(_bands(edges), sum(1 for a in sets if not any(a < b for b in sets)))
     ranked = []
     for fan in runs:
         if len(fan) > MAX_FAN or bigger.intersection(e.event_id for e in fan):
