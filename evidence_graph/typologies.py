@@ -355,11 +355,11 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     transfers, and no part of a larger run, every one whose chance times the places searched
     (the amount bands, or the runs not inside another if more) and the ``tests`` (fans) the
     query looks at -- each a chance for a coincidence -- is at most CHANCE, the least likely
-    first, each sharing no transfer with one taken before. An account may run two fans in one window, and the largest
-    run is not always the least likely one: a habit in one band can hide a fan in another. Any
-    size of part counts: a fan splits (or gathers) one sum, so its parts may be smaller than
-    what the account usually moves; whether they are unlike its habits is the chance test's
-    question (:func:`_by_chance`, over the run's own amounts and span)."""
+    first, each sharing no transfer with one taken before. An account may run two fans in one
+    window, and the largest run is not always the least likely one: a habit in one band can hide
+    a fan in another. Any size of part counts: a fan splits (or gathers) one sum, so its parts
+    may be smaller than what the account usually moves; whether they are unlike its habits is
+    the chance test's question (:func:`_by_chance`, over the run's own amounts and span)."""
     if view.is_hub(center):
         return []
     edges = view.one_off([center], direction)[center]
@@ -367,14 +367,15 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
                  if len(r) >= MIN_FAN}.values())
     if not runs:
         return []
-    # a burst inside a larger one (of more than MAX_FAN) is part of a bigger operation
+    # a run of more than MAX_FAN, and any run sharing a transfer with one, is part of a bigger
+    # operation (a hub's business)
     bigger = {e.event_id for r in runs if len(r) > MAX_FAN for e in r}
     # every band, and every run not inside another, looked at: each a chance for a coincidence
     sets = [frozenset(e.event_id for e in r) for r in runs]
     searched = max(_bands(edges), sum(1 for a in sets if not any(a < b for b in sets)))
     ranked = []
     for fan in runs:
-        if len(fan) > MAX_FAN or bigger.intersection(e.event_id for e in fan):
+        if bigger.intersection(e.event_id for e in fan):
             continue
         chance = _by_chance(view, center, direction, fan)
         if chance is not None and chance * searched * tests > CHANCE:  # what this account does anyway
