@@ -19,7 +19,9 @@ Neo4j: the server of ``deploy/services up neo4j`` with the settings' credentials
     index updates after a bulk load land inside the traces too); per root, their traces must be
     identical (a time-budget cut excepted). The embedded
     store runs with ``gc.freeze()`` around each trace (a million edges in the process otherwise
-    puts cyclic-GC pauses inside some traces).
+    puts cyclic-GC pauses inside some traces). The slowest 1% of the Neo4j traces run once more,
+    instrumented: their frontier queries, the server's share of their time (result summaries) and
+    a bare read's round trip (``p99_server_ms_neo4j``: the median server time of those traces).
 (b) **Naive Cypher**: for the first roots, the same question as one variable-length pattern,
     ``MATCH p=(a {id: $root})-[:TX*1..5]->(b)`` with every transfer inside the window, in time
     order along the path and within the hop horizon of the one before, ``count(DISTINCT b)``, run with a transaction timeout of
@@ -88,13 +90,11 @@ def pick_roots(events, n: int, seed: int):
 
 def traces(store, roots):
     """One backend over all roots, back to back: each trace's time and the trace."""
-    from evidence_graph import trace_evidence
-
     times, got = [], []
     for root, ts in roots:
         gc.freeze()
         t0 = time.perf_counter()
-        tr = trace_evidence(store, root, max_hops=5, direction="out", window=(ts, ts + HORIZON))
+        tr = trace_evidence_5(store, root, ts)
         times.append(time.perf_counter() - t0)
         gc.unfreeze()
         got.append(tr)
@@ -150,6 +150,59 @@ def naive(store, roots, cap_s: float):
     return times, capped
 
 
+def neo4j_breakdown(store, roots, times):
+    """Where the slowest 1% of Neo4j traces spend their time: the same roots again, each frontier
+    query's server time (its result summary: until the result was available plus until it was
+    consumed) and their number, beside the round trip of a bare read (``RETURN 1`` in a read
+    session, median of 200). Instruments the driver's ``Session.run`` for this phase only."""
+    import neo4j
+
+    slow = sorted(range(len(roots)), key=times.__getitem__)[-max(1, len(roots) // 100):]
+    rtt = []
+    with store._driver.session(database=store.database, default_access_mode=neo4j.READ_ACCESS) as session:
+        for _ in range(200):
+            t0 = time.perf_counter()
+            session.run("RETURN 1").consume()
+            rtt.append(time.perf_counter() - t0)
+    calls: list[float] = []
+    run = neo4j.Session.run
+
+    class Timed:
+        def __init__(self, result):
+            self.result = result
+
+        def single(self, strict=False):
+            record = self.result.single(strict=strict)
+            summary = self.result.consume()
+            calls.append((summary.result_available_after or 0) + (summary.result_consumed_after or 0))
+            return record
+
+    neo4j.Session.run = lambda self, *a, **kw: Timed(run(self, *a, **kw))
+    per_trace = []
+    try:
+        for i in slow:
+            root, ts = roots[i]
+            calls.clear()
+            t0 = time.perf_counter()
+            trace_evidence_5(store, root, ts)
+            per_trace.append((time.perf_counter() - t0, sum(calls), len(calls)))
+    finally:
+        neo4j.Session.run = run
+    return {
+        "traces": len(per_trace),
+        "total_ms": statistics.median(t for t, _, _ in per_trace) * 1000,
+        "server_ms": statistics.median(s for _, s, _ in per_trace),
+        "queries": statistics.median(n for _, _, n in per_trace),
+        "rtt_ms": statistics.median(rtt) * 1000,
+    }
+
+
+def trace_evidence_5(store, root, ts):
+    from evidence_graph import trace_evidence
+
+    return trace_evidence(store, root, max_hops=5, direction="out", window=(ts, ts + HORIZON))
+
+
 def typology_scores(quick: bool, seed: int):
     from evidence_graph import NetworkxGraphStore
     from evidence_graph.evaluation import score_typologies
@@ -199,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     times, got = {}, {}
     times["embedded"], got["embedded"] = traces(embedded, roots[5:])
     neo = None
+    breakdown = None
     naive_times, capped = ([], 0)
     ratio = "na"
     if not args.no_neo4j:
@@ -214,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"[neo4j] {min(i + 50_000, len(events)):,} edges written ({time.perf_counter() - t0:.0f}s)")
             traces(neo, roots[:5])  # warm-up: query plans, caches
             times["neo4j"], got["neo4j"] = traces(neo, roots[5:])
+            breakdown = neo4j_breakdown(neo, roots[5:], times["neo4j"])
             if n_naive:
                 naive_times, capped = naive(neo, roots[5 : 5 + n_naive], cap)
                 ours = times["neo4j"][:n_naive]
@@ -234,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  trace size: median {statistics.median(n for n, _ in sizes):.0f} accounts, "
           f"{statistics.median(e for _, e in sizes):.0f} transfers; max {max(n for n, _ in sizes)} / "
           f"{max(e for _, e in sizes)}; backends differing: {mismatches}")
+    if breakdown:
+        b = breakdown
+        print(f"  neo4j slowest 1% ({b['traces']} traces, again): median {b['total_ms']:.1f} ms, "
+              f"{b['queries']:.0f} frontier queries, {b['server_ms']:.0f} ms of them on the server "
+              f"(result summaries); a bare read's round trip {b['rtt_ms']:.2f} ms")
     if naive_times:
         print(f"  naive Cypher [*1..5]: median {statistics.median(naive_times) * 1000:.0f} ms over "
               f"{len(naive_times)} roots ({capped} hit the {cap:.0f} s cap)")
@@ -248,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "typology_precision_min": f"{min(s.precision for s in scores.values()):.2f}",
         "p50_ms_embedded": f"{pct(times['embedded'], 50):.2f}",
         "p50_ms_neo4j": f"{pct(times['neo4j'], 50):.2f}" if "neo4j" in times else "na",
+        "p99_server_ms_neo4j": f"{breakdown['server_ms']:.0f}" if breakdown else "na",
         "naive_capped": capped,
         "mismatches": mismatches,
         "edges": len(events),
