@@ -167,6 +167,9 @@ class _View:
         self._history: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
+        # answers of is_hub and one_off, once per account (what they read never changes once read)
+        self._hub: dict[str, bool] = {}
+        self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
 
     def edge(self, event_id: str) -> GraphEdge:
         return self._by_id[event_id]
@@ -196,12 +199,14 @@ class _View:
                 self._by_id.update((e.event_id, e) for e in edges)
 
     def is_hub(self, node: str) -> bool:
-        self._load([node], "out")
-        self._load([node], "in")
-        outs, ins = self._raw[(node, "out")], self._raw[(node, "in")]
-        if node in self._busy:
-            return True
-        return len({e.dst for e in outs} | {e.src for e in ins}) > self.hub_degree
+        hub = self._hub.get(node)
+        if hub is None:
+            self._load([node], "out")
+            self._load([node], "in")
+            outs, ins = self._raw[(node, "out")], self._raw[(node, "in")]
+            hub = node in self._busy or len({e.dst for e in outs} | {e.src for e in ins}) > self.hub_degree
+            self._hub[node] = hub
+        return hub
 
     def median_amount(self, node: str, direction: str) -> int:
         """The account's usual transfer that way: the median US-cent amount over the lookback
@@ -235,20 +240,22 @@ class _View:
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
         return (count + 1) / hours
 
-    def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, list[GraphEdge]]:
+    def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
-        transfer with (that way) in the window, in time order."""
-        self._load(nodes, direction)
-        out: dict[str, list[GraphEdge]] = {}
-        for n in nodes:
-            edges = self._raw[(n, direction)]
-            count = self._pairs[(n, direction)]
-            others = [o for o, c in count.items() if c == 1]
+        transfer with (that way) in the window, in time order. Computed once per node and
+        direction: the searches ask again for the same accounts many times (a layer's every band)."""
+        missing = [n for n in dict.fromkeys(nodes) if (n, direction) not in self._one_off]
+        if missing:
+            self._load(missing, direction)
+            others = [o for n in missing for o, c in self._pairs[(n, direction)].items() if c == 1]
             self._load(others, "out")
             self._load(others, "in")
-            out[n] = [e for e in edges if count[e.dst if direction == "out" else e.src] == 1
-                      and not self.is_hub(e.dst if direction == "out" else e.src)]
-        return out
+            for n in missing:
+                count = self._pairs[(n, direction)]
+                self._one_off[(n, direction)] = tuple(
+                    e for e in self._raw[(n, direction)] if count[e.dst if direction == "out" else e.src] == 1
+                    and not self.is_hub(e.dst if direction == "out" else e.src))
+        return {n: self._one_off[(n, direction)] for n in nodes}
 
 
 def _unusual(view: _View, edges: Sequence[GraphEdge], factor: float) -> bool:
