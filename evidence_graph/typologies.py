@@ -73,15 +73,17 @@ where they follow the path (and event ids follow the path too).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO, TYPOLOGIES
 from auditflow.typologies import passes_on as _passes_on
 from evidence_graph.follow import Budget, follow_money, pass_through_path
-from evidence_graph.store import GraphEdge, GraphStore, check_window
+from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
 
 #: Distinct counterparties in the window above which an account is a hub (in no shape).
 TYPOLOGY_HUB_DEGREE = 100
@@ -149,6 +151,9 @@ class TypologyMatch:
         }
 
 
+_MICROS = attrgetter("micros")
+
+
 def _cents(e: GraphEdge) -> int:
     """The paid amount in US cents: the edge's own, computed once when it was made."""
     return e.paid_cents
@@ -157,53 +162,86 @@ def _cents(e: GraphEdge) -> int:
 class _View:
     """The window's one-off transfers between non-hub accounts, read through ``expand``, cached.
     A pair is one-off when it has a single transfer (that way) in the window and the
-    :data:`RELATIONSHIP_LOOKBACK` before it."""
+    :data:`RELATIONSHIP_LOOKBACK` before it.
+
+    An account's transfers that way are read once; what the searches derive from them (the
+    counts per counterparty, the history before the window, the one-off transfers, whether it
+    is a hub) is derived once, when first asked: a query reads hundreds of accounts and asks
+    most of them only whether they are hubs."""
 
     def __init__(self, store: GraphStore, start: datetime | None, end: datetime | None, hub_degree: int) -> None:
         self.store, self.start, self.end, self.hub_degree = store, start, end, hub_degree
-        self._raw: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._start_micros = None if start is None else to_micros(start)
+        # per (account, direction): its transfers over the lookback and the window, in time order
+        # (no self-loops), and where the window starts among them
+        self._edges: dict[tuple[str, str], tuple[list[GraphEdge], int]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
         self._amounts: dict[tuple[str, str], list[int]] = {}
-        self._history: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
-        # answers of is_hub and one_off, once per account (what they read never changes once read)
+        self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
 
     def edge(self, event_id: str) -> GraphEdge:
+        for edges in self._unindexed:
+            self._by_id.update((e.event_id, e) for e in edges)
+        self._unindexed.clear()
         return self._by_id[event_id]
 
-    def _in_window(self, e: GraphEdge) -> bool:
-        return e.in_window(self.start, self.end)
-
     def _load(self, nodes: Iterable[str], direction: str) -> None:
-        missing = sorted({n for n in nodes if (n, direction) not in self._raw})
+        missing = sorted({n for n in nodes if (n, direction) not in self._edges})
         if missing:
             back = None if self.start is None else self.start - RELATIONSHIP_LOOKBACK
             got = self.store.expand([(n, back, self.end) for n in missing], direction,
                                     TYPOLOGY_NEIGHBOR_CAP + 1)
             for n in missing:
-                if len(got.get(n, ())) > TYPOLOGY_NEIGHBOR_CAP:
+                edges = got.get(n, ())
+                if len(edges) > TYPOLOGY_NEIGHBOR_CAP:
                     self._busy.add(n)
-                edges = [e for e in got.get(n, ()) if e.src != e.dst]
-                count: dict[str, int] = {}
-                for e in edges:
-                    other = e.dst if direction == "out" else e.src
-                    count[other] = count.get(other, 0) + 1
-                self._pairs[(n, direction)] = count
-                self._history[(n, direction)] = [
-                    (e.timestamp, _cents(e)) for e in edges if self.start is not None and e.timestamp < self.start]
-                self._amounts[(n, direction)] = [c for _, c in self._history[(n, direction)]]
-                self._raw[(n, direction)] = tuple(e for e in edges if self._in_window(e))
-                self._by_id.update((e.event_id, e) for e in edges)
+                edges = [e for e in edges if e.src != e.dst]
+                # in cap order (time, then event id) and at most self.end: the window is the
+                # transfers from the first at or after its start on
+                at = 0 if self._start_micros is None else bisect_left(edges, self._start_micros, key=_MICROS)
+                self._edges[(n, direction)] = (edges, at)
+                self._unindexed.append(edges)
+
+    def _raw(self, node: str, direction: str) -> list[GraphEdge]:
+        """The account's transfers that way in the window (loaded)."""
+        edges, at = self._edges[(node, direction)]
+        return edges[at:]
+
+    def _counts(self, node: str, direction: str) -> dict[str, int]:
+        """Per counterparty, the account's transfers with it that way over lookback and window."""
+        count = self._pairs.get((node, direction))
+        if count is None:
+            self._load([node], direction)
+            count = {}
+            for e in self._edges[(node, direction)][0]:
+                other = e.dst if direction == "out" else e.src
+                count[other] = count.get(other, 0) + 1
+            self._pairs[(node, direction)] = count
+        return count
+
+    def _history(self, node: str, direction: str) -> list[GraphEdge]:
+        """The account's transfers that way in the lookback before the window (none without a
+        window start)."""
+        self._load([node], direction)
+        edges, at = self._edges[(node, direction)]
+        return edges[:at]
+
+    def _history_amounts(self, node: str, direction: str) -> list[int]:
+        amounts = self._amounts.get((node, direction))
+        if amounts is None:
+            amounts = self._amounts[(node, direction)] = [_cents(e) for e in self._history(node, direction)]
+        return amounts
 
     def is_hub(self, node: str) -> bool:
         hub = self._hub.get(node)
         if hub is None:
             self._load([node], "out")
             self._load([node], "in")
-            outs, ins = self._raw[(node, "out")], self._raw[(node, "in")]
+            outs, ins = self._raw(node, "out"), self._raw(node, "in")
             hub = node in self._busy or len({e.dst for e in outs} | {e.src for e in ins}) > self.hub_degree
             self._hub[node] = hub
         return hub
@@ -211,8 +249,7 @@ class _View:
     def median_amount(self, node: str, direction: str) -> int:
         """The account's usual transfer that way: the median US-cent amount over the lookback
         before the window (0 without history there)."""
-        self._load([node], direction)
-        amounts = sorted(self._amounts[(node, direction)])
+        amounts = sorted(self._history_amounts(node, direction))
         return amounts[len(amounts) // 2] if amounts else 0
 
     def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
@@ -229,10 +266,10 @@ class _View:
             return None
         self._load([node], "out")
         self._load([node], "in")
-        seen = [t for d in ("out", "in") for t, _ in self._history[(node, d)]]
+        seen = [e.timestamp for d in ("out", "in") for e in self._history(node, d)]
         since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
         hours = max((self.start - since) / timedelta(hours=1), 1.0)
-        amounts = self._amounts[(node, direction)]
+        amounts = self._history_amounts(node, direction)
         count = sum(1 for c in amounts if low <= c <= high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
@@ -247,13 +284,13 @@ class _View:
         missing = [n for n in dict.fromkeys(nodes) if (n, direction) not in self._one_off]
         if missing:
             self._load(missing, direction)
-            others = [o for n in missing for o, c in self._pairs[(n, direction)].items() if c == 1]
+            others = [o for n in missing for o, c in self._counts(n, direction).items() if c == 1]
             self._load(others, "out")
             self._load(others, "in")
             for n in missing:
-                count = self._pairs[(n, direction)]
+                count = self._counts(n, direction)
                 self._one_off[(n, direction)] = tuple(
-                    e for e in self._raw[(n, direction)] if count[e.dst if direction == "out" else e.src] == 1
+                    e for e in self._raw(n, direction) if count[e.dst if direction == "out" else e.src] == 1
                     and not self.is_hub(e.dst if direction == "out" else e.src))
         return {n: self._one_off[(n, direction)] for n in nodes}
 
