@@ -1,8 +1,10 @@
-"""auditflow core: the domain records every stage shares, exact money, settings and the CLI.
+"""auditflow core: the domain records every stage shares, exact money and the shared vocabulary.
 
 Data flows ``ingest`` -> ``pipelines`` -> ``evidence_graph`` -> ``model_service`` -> ``reports``;
 this package owns what they all speak: :mod:`auditflow.records` (events, rejects, alerts,
-evidence traces, reason codes, report manifests) and :mod:`auditflow.money`.
+evidence traces, reason codes, report manifests), :mod:`auditflow.money`, and the feature,
+reason, typology, drift and limits vocabulary. It imports no stage; the settings, the
+orchestration and the CLI live in :mod:`auditflow_app` on top.
 
 ``__version__`` is the installed distribution's version; report manifests record
 :func:`auditflow.version.code_version` (``git describe`` of a checkout) instead.

@@ -1,5 +1,5 @@
 """Graph store URLs, understood once: :func:`evidence_graph.open_store` opens them and
-:class:`auditflow.settings.Settings` validates ``AUDITFLOW_GRAPH_URL`` with the same rule, so a URL
+:class:`auditflow_app.settings.Settings` validates ``AUDITFLOW_GRAPH_URL`` with the same rule, so a URL
 the settings accept is one the store opens.
 
 =======================  =================================================================

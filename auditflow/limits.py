@@ -1,7 +1,7 @@
 """Windows and limits the whole pipeline shares, each defined here once.
 
 Stream features, graph features, evidence traces and typology detection all read these defaults;
-:class:`auditflow.settings.Settings` exposes the ones an operator may change.
+:class:`auditflow_app.settings.Settings` exposes the ones an operator may change.
 
 >>> DEFAULT_WINDOW_MINUTES, MAX_TRACE_HOPS, DEFAULT_FANOUT_CAP
 (1440, 5, 50)

@@ -115,7 +115,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from auditflow.records import TransactionEvent
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from ingest import kafka_io
     from ingest.amlworld import parse_line, read_transactions
 

@@ -18,13 +18,13 @@ Neo4j namespace (``bench_<pid>``) and private Kafka topics, removed at the end.
     fan-out cap, on Neo4j and on the embedded :class:`NetworkxGraphStore` holding the same edges;
     roots drawn with a seeded RNG among accounts that sent money, each from one of its transfers'
     times; without a window, and with the deep path's window (from that time to the trace
-    horizon after it, like ``auditflow.flow.run_deep_path``). Per root the backends run back to
+    horizon after it, like ``auditflow_app.flow.run_deep_path``). Per root the backends run back to
     back, in alternating order (noise hits both alike), and must give the same ``trace_id``. The
     embedded store is timed twice: as is, and with ``gc.freeze()`` around the trace
     (``embedded_gcfrozen``): with a million edges in the process, Python's cyclic GC full
     collections (seconds each) land inside some traces and make the embedded p99. A few warm-up
     traces on other roots run first (Neo4j query plans, the embedded store's first lookups).
-(c) **Kafka -> Flink -> Kafka**: :func:`auditflow.flow.run_kafka_job` (the app's entry to
+(c) **Kafka -> Flink -> Kafka**: :func:`auditflow_app.flow.run_kafka_job` (the app's entry to
     :mod:`pipelines.kafka_job`, imported lazily; if it is missing or fails,
     ``kafka_flink_events_per_s=na`` and the reason goes to stderr) on a local MiniCluster,
     bounded, graph into ``memory:``, over a seeded live set produced beforehand (untimed, af1 wire
@@ -238,7 +238,7 @@ def flink_log_hint(log_dir: Path) -> str:
 
 def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: float = 600.0,
                 log_dir: Path | None = None) -> tuple[dict | None, str]:
-    """Kafka -> :func:`auditflow.flow.run_kafka_job` (local MiniCluster) -> Kafka.
+    """Kafka -> :func:`auditflow_app.flow.run_kafka_job` (local MiniCluster) -> Kafka.
 
     A seeded live set is produced (af1 wire form, keyed by sender) into private topics first,
     untimed; then the bounded job runs (timed: ``KafkaJobResult.seconds``, the job's execution,
@@ -247,14 +247,14 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
     model. Returns (figures, detail) or (None, why it could not run).
     """
     try:
-        from auditflow.flow import run_kafka_job
+        from auditflow_app.flow import run_kafka_job
     except ImportError as e:
-        return None, f"auditflow.flow.run_kafka_job is not importable ({type(e).__name__}: {e})"
+        return None, f"auditflow_app.flow.run_kafka_job is not importable ({type(e).__name__}: {e})"
 
-    from auditflow.flow import train
+    from auditflow_app.flow import train
     from auditflow.records import TransactionEvent
     from model_service.fast_path import batch_scorer
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
     from ingest.synthetic import generate, write_dataset
     from pipelines.features import iter_features
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     kafka_events = args.kafka_events or (1_000 if quick else 50_000)
     trace_budget = args.trace_budget or (5.0 if quick else 300.0)
 
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from evidence_graph import NetworkxGraphStore
     from evidence_graph.neo4j_store import Neo4jGraphStore
 

@@ -12,7 +12,7 @@ $AUDITFLOW_FLINK_KAFKA_JAR (``eval "$(deploy/services env)"``); without it those
 Data: one seeded live set (``ingest.synthetic.generate`` + ``write_dataset``; 9 days, so the 7-day
 window fills and slides), turned into a wire file by the job's own ingestion
 (:func:`pipelines.stream_job.write_wire_file`, the ``af1`` form); a cascade trained first
-(:func:`auditflow.flow.train`) on a separate seeded history set (laundering_rate=0.01). Every
+(:func:`auditflow_app.flow.train`) on a separate seeded history set (laundering_rate=0.01). Every
 figure below is over those same events.
 
 1. **Stream job** (:func:`pipelines.stream_job.run_wire_job`, ``graph_url=None``, scorer
@@ -317,9 +317,9 @@ def head_file(src: Path, dst: Path, lines: int) -> Path:
 
 
 def make_data(work: Path, accounts: int, days: int, seed: int, hist: tuple[int, int], small_frac: float) -> Data:
-    from auditflow.flow import train
+    from auditflow_app.flow import train
     from auditflow.records import TransactionEvent
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from ingest.synthetic import generate, write_dataset
     from pipelines.stream_job import write_wire_file
 
@@ -638,7 +638,7 @@ def ceiling_run(label: str, wire: Path, events: int, bound_ms: int, parallelism:
 
 def kafka_env() -> tuple[str, str | None, str | None]:
     """(bootstrap, connector jar or None, why Kafka is unusable or None)."""
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     s = Settings()
     bootstrap = s.kafka_bootstrap
@@ -660,7 +660,7 @@ def kafka_env() -> tuple[str, str | None, str | None]:
 
 
 def produce_bench(bootstrap: str, csv: Path, n: int, tag: str) -> dict:
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from ingest.kafka_io import delete_topics, ensure_topics, produce_file
 
     s = Settings(kafka_bootstrap=bootstrap, topic_transactions=f"{tag}-produce", topic_dlq=f"{tag}-produce.dlq",

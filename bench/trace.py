@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     naive_times, capped = ([], 0)
     ratio = "na"
     if not args.no_neo4j:
-        from auditflow.settings import Settings
+        from auditflow_app.settings import Settings
         from evidence_graph.neo4j_store import Neo4jGraphStore
 
         s = Settings()

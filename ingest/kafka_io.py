@@ -67,7 +67,7 @@ from auditflow.records import PAYMENT_FORMATS, WIRE_TAG, RejectedRecord, Transac
 from ingest.amlworld import TimeWindow, _parse_timestamp, check_line, decode_line, parse_line, read_lines
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
 __all__ = [
     "CLIENTS",

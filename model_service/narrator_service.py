@@ -8,7 +8,7 @@ from model_service.narrator import load_model, narration_router
 
 
 def _load():
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     s = Settings()
     return load_model(s.narrator_device, threads=s.narrator_threads)

@@ -49,7 +49,7 @@ def in_ci() -> bool:
 
 
 def _settings():
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     return Settings()
 

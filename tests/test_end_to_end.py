@@ -31,7 +31,7 @@ ACCOUNTS, DAYS, SEED = 500, 2, 11
 @pytest.fixture(scope="module")
 def demo_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "out"
-    cmd = [sys.executable, "-m", "auditflow.cli", "demo", "--out", str(out), "--accounts", str(ACCOUNTS),
+    cmd = [sys.executable, "-m", "auditflow_app.cli", "demo", "--out", str(out), "--accounts", str(ACCOUNTS),
            "--days", str(DAYS), "--seed", str(SEED), "--max-reports", "12"]
     # What a user's shell has on a fresh setup: none of the settings, none of what a PyFlink job run
     # earlier in this process (loopback mode) leaves in the environment for its Python workers.
@@ -147,10 +147,10 @@ def test_money_round_trips_exactly_csv_json_report(demo_out: Path) -> None:
 
 def test_reports_verify(demo_out: Path) -> None:
     # the demo signs with the public development key: verify trusts it only when told to
-    proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "verify", str(demo_out / "reports")],
+    proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "verify", str(demo_out / "reports")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "development key" in " ".join(proc.stdout.split())
-    proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "verify", "--allow-dev-key", str(demo_out / "reports")],
+    proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "verify", "--allow-dev-key", str(demo_out / "reports")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verified: " in proc.stdout

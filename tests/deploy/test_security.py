@@ -64,7 +64,7 @@ def rest(url: str, data: bytes | None = None, headers: dict | None = None) -> tu
 
 
 def _settings():
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     return Settings()
 

@@ -18,7 +18,7 @@ needs_neo4j = pytest.mark.services("neo4j")
 
 def open_neo4j_store(namespace: str) -> GraphStore:
     """A store on the settings' Neo4j server (URI and credentials) in ``namespace``."""
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
     from evidence_graph.neo4j_store import Neo4jGraphStore
 
     s = Settings()

@@ -19,7 +19,7 @@ needs_neo4j = pytest.mark.services("neo4j")
 
 
 def _settings():
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     return Settings()
 

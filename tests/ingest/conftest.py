@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 
 from ingest.amlworld import read_transactions
 from ingest.synthetic import Dataset, generate, write_dataset

@@ -334,7 +334,7 @@ def test_produce_goes_through_a_file_of_hostile_lines(tmp_path, topic_name, boot
     """`auditflow produce` used to stop half-way on a 100 KB line (a 1.2 MB dead letter, beyond
     the broker's 1 MiB limit) and crash on non-UTF-8 bytes: now every line is sent, events to
     the topic, rejects to the DLQ, each dead letter small and decodable."""
-    from auditflow.settings import Settings
+    from auditflow_app.settings import Settings
 
     lines = [GOOD.encode(), GOOD[:-1].encode() + "é".encode() * 100_000, GOOD.encode().replace(b"8000EBD30", b"80\xff"),
              GOOD.replace("00:20", "00:21").encode(), GOOD.replace("2022", "9999").encode(),

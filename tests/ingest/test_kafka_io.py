@@ -18,7 +18,7 @@ import pytest
 
 from auditflow.errors import FieldError
 from auditflow.records import WIRE_FIELDS, RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from ingest.synthetic import generate, write_dataset
 
 pytestmark = pytest.mark.services("kafka")

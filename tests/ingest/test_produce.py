@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from auditflow.money import CURRENCIES
 from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from ingest import kafka_io
 from ingest.amlworld import HEADER, parse_line, read_transactions
 from ingest.synthetic import generate, write_dataset

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from auditflow.records import RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from ingest import kafka_io
 from ingest.amlworld import read_transactions
 from ingest.synthetic import generate, write_dataset

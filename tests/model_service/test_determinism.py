@@ -4,7 +4,7 @@ seed, on set or dict iteration order, or on xgboost's thread count.
 
 Each run is a separate interpreter (``PYTHONHASHSEED`` only takes effect at start-up) that
 generates a small history with :func:`ingest.synthetic.generate`, writes it as CSV, and trains
-the cascade through :func:`auditflow.flow.train`, exactly as ``auditflow demo`` does. The two runs
+the cascade through :func:`auditflow_app.flow.train`, exactly as ``auditflow demo`` does. The two runs
 also use different xgboost thread counts (1 and 3).
 
 Note: the cascade digest covers the model bytes, which carry the hyperparameters, so a change of
@@ -30,8 +30,8 @@ from pathlib import Path
 threads = int(sys.argv[2])
 os.cpu_count = lambda: threads  # BoosterParams' default nthread is min(4, os.cpu_count())
 
-from auditflow import flow
-from auditflow.settings import Settings
+from auditflow_app import flow
+from auditflow_app.settings import Settings
 from ingest.synthetic import generate, write_dataset
 from model_service import FAST_PARAMS
 

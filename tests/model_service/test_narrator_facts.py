@@ -103,8 +103,8 @@ def test_a_narrative_with_one_invented_fact_reports_that_fact(ev):
 
 
 def test_only_alerts_of_the_narrative_tier_get_a_narrator(monkeypatch):
-    from auditflow.flow import narrative_for
-    from auditflow.settings import Settings
+    from auditflow_app.flow import narrative_for
+    from auditflow_app.settings import Settings
 
     for name in ("AUDITFLOW_NARRATOR_MIN_SCORE", "AUDITFLOW_NARRATOR_DEVICE"):
         monkeypatch.delenv(name, raising=False)

@@ -12,8 +12,8 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from auditflow import flow
-from auditflow.settings import Settings
+from auditflow_app import flow
+from auditflow_app.settings import Settings
 from pipelines import kafka_job
 from pipelines.stream_job import StreamSpec, _graph_udf
 

@@ -22,9 +22,9 @@ from datetime import datetime
 
 import pytest
 
-from auditflow import flow
+from auditflow_app import flow
 from auditflow.records import MAX_RAW_BYTES, PAYMENT_FORMATS, RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from evidence_graph import trace_evidence
 from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
 from ingest.synthetic import generate, write_dataset

@@ -21,9 +21,9 @@ import uuid
 
 import pytest
 
-from auditflow import flow
+from auditflow_app import flow
 from auditflow.records import RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_raw, wire_records
 from ingest.synthetic import generate, write_dataset
 

@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from auditflow import flow
-from auditflow.settings import Settings
+from auditflow_app import flow
+from auditflow_app.settings import Settings
 from reports import render_alert_report, verify_manifest
 from reports.signing import (
     DevelopmentKeyRefused,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from auditflow.settings import Settings  # noqa: E402
+from auditflow_app.settings import Settings  # noqa: E402
 from ingest.kafka_io import produce_file  # noqa: E402
 
 

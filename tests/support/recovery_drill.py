@@ -177,7 +177,7 @@ class World:
     """The generated input, its model and the uninterrupted run's outcome."""
 
     root: Path
-    settings: object  # auditflow.settings.Settings
+    settings: object  # auditflow_app.settings.Settings
     model_dir: Path
     live_csv: Path
     reference_alerts: set[str]
@@ -189,8 +189,8 @@ class World:
 def prepare(root: Path, *, accounts: int = 2000, days: int = 6, seed: int = 11, log=print) -> World:
     """Generate a history and a live set, train on the history, run the file job over the live
     set into an embedded graph (the uninterrupted run)."""
-    from auditflow import flow
-    from auditflow.settings import Settings
+    from auditflow_app import flow
+    from auditflow_app.settings import Settings
     from ingest.synthetic import generate, write_dataset
 
     root.mkdir(parents=True, exist_ok=True)
@@ -216,7 +216,7 @@ def run_drill(world: World, *, kills: int = 2, checkpoint_interval_ms: int = 100
               timeout_s: float = 900) -> DrillResult:
     """The Kafka job on the session cluster over the world's live set plus :data:`MALFORMED`,
     its TaskManager killed ``kills`` times (0: the uninterrupted cluster run)."""
-    from auditflow import flow
+    from auditflow_app import flow
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
 
     base, live_csv = world.settings, world.live_csv

@@ -8,9 +8,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from auditflow.analyst_api import create_app
+from auditflow_app.analyst_api import create_app
 from auditflow.errors import ConfigError
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import acct, fan_out, tx
 

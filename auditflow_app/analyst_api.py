@@ -33,7 +33,7 @@ The web view (``/view/``)
     server.
 
     The view's data call is ``GET /evidence?alert_id=ID``: the alert's evidence as its report
-    shows it (the trace and the typology findings of :func:`auditflow.flow.trace_and_typologies`)
+    shows it (the trace and the typology findings of :func:`auditflow_app.flow.trace_and_typologies`)
     with the transfers of the findings, at most ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as
     many transfers (what was left out is counted), under the same timeout. Amounts travel as the
     exact integer ``units`` (a string of digits: JSON numbers in a browser are doubles) with their
@@ -60,7 +60,7 @@ from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.money import CURRENCIES, Money
 from auditflow.records import AccountRef, Alert, ts_to_wire
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False)
 Limit = Annotated[int, Query(ge=1, description="items per page (at most AUDITFLOW_ANALYST_MAX_RESULTS)")]
@@ -121,7 +121,7 @@ def _money_view(m: Money) -> dict[str, Any]:
 def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = None) -> FastAPI:
     """The API over ``settings``' graph (or ``store``, for tests) and run folder; the web view's
     files from ``web_dir`` (default :data:`WEB_DIR`)."""
-    from auditflow import flow
+    from auditflow_app import flow
     from evidence_graph import Budget, detect_typologies, trace_evidence
     from evidence_graph.queries import money_paths, neighborhood
 

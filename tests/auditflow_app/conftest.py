@@ -44,7 +44,7 @@ def trained(tmp_path_factory, history) -> Trained:
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from auditflow import cli
+    from auditflow_app import cli
 
     model_dir = tmp_path_factory.mktemp("trained") / "model"
     saved, cli.console = cli.console, Console(width=200)

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from auditflow import cli
+from auditflow_app import cli
 from auditflow.records import EvidenceTrace, TransactionEvent
 from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import acct, chain, tx

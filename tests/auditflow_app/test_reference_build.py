@@ -11,7 +11,7 @@ import numpy as np
 import rfc8785
 from typer.testing import CliRunner
 
-from auditflow import cli
+from auditflow_app import cli
 from auditflow import drift as D
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent

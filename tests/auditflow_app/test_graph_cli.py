@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from auditflow import cli
+from auditflow_app import cli
 from auditflow.money import Money, usd_cents
 from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import acct, tx

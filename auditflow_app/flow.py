@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from auditflow.errors import ConfigError
 from auditflow.jsonlines import iter_json_lines, read_json_lines
 from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent, epoch_millis
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from auditflow.version import code_version
 from ingest.amlworld import read_transactions
 

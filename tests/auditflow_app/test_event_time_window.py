@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from auditflow import limits
 from auditflow.records import parse_time_window
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 
 
 def test_the_default_is_the_limit_and_covers_the_public_data():
@@ -53,7 +53,7 @@ def test_every_reader_of_the_app_obeys_the_setting(monkeypatch, tmp_path):
 
     from typer.testing import CliRunner
 
-    from auditflow import cli, flow
+    from auditflow_app import cli, flow
     from pipelines.stream_job import StreamSpec, write_wire_file
 
     csv_path = tmp_path / "w_Trans.csv"

@@ -1,8 +1,8 @@
 """The ``auditflow`` command line: the edge where settings, files and terminal output live.
 
-Commands parse their options, build :class:`~auditflow.settings.Settings` (options left out fall
+Commands parse their options, build :class:`~auditflow_app.settings.Settings` (options left out fall
 back to the settings, i.e. to ``AUDITFLOW_*`` variables, then to the defaults), call
-:mod:`auditflow.flow` or a stage, and render the typed result they get back.
+:mod:`auditflow_app.flow` or a stage, and render the typed result they get back.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from auditflow import flow
+from auditflow_app import flow
 from auditflow.limits import MAX_TRACE_HOPS
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Streaming AML audit pipeline.")
 console = Console()
@@ -189,7 +189,7 @@ def _metrics_row(table: Table, name: str, m: dict[str, Any]) -> None:
 
 
 def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
-    """The training report of :func:`auditflow.flow.train` as rich tables."""
+    """The training report of :func:`auditflow_app.flow.train` as rich tables."""
     metrics = Table(title=f"test metrics (cascade saved in {model_dir})", title_justify="left")
     for col in ("Model", "Precision", "Recall", "F1", "Flagged", "TP", "Positives"):
         metrics.add_column(col, justify="left" if col == "Model" else "right")
@@ -225,7 +225,7 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
 
 
 def _evaluation_table(ev: dict[str, Any]) -> Table:
-    """The three models of :func:`auditflow.flow.evaluate` side by side (test split)."""
+    """The three models of :func:`auditflow_app.flow.evaluate` side by side (test split)."""
     budget = ev["budget_per_10k"]
     t = Table(title=f"feature families side by side (test split; lift = F1 graph / F1 baseline = "
                     f"{ev['lift']:.2f})" if ev.get("lift") is not None else "feature families side by side",
@@ -598,7 +598,7 @@ def serve_analyst(out: _Out = None) -> None:
     AUDITFLOW_ANALYST_TOKENS_FILE."""
     import uvicorn
 
-    from auditflow.analyst_api import create_app
+    from auditflow_app.analyst_api import create_app
 
     settings = _settings(out_dir=out)
     try:

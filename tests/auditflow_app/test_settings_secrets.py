@@ -11,9 +11,9 @@ import pytest
 import typer
 from pydantic import ValidationError
 
-from auditflow import cli
+from auditflow_app import cli
 from auditflow.errors import ConfigError
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_the_command_says_so_in_one_line_not_a_traceback(tmp_path, password):
     env.update(AUDITFLOW_NEO4J_PASSWORD=password, AUDITFLOW_GRAPH_URL="bolt://127.0.0.1:1", AUDITFLOW_OUT_DIR=str(tmp_path),
                AUDITFLOW_FLINK_KAFKA_JAR=str(tmp_path / "connector.jar"))
     (tmp_path / "model").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "auditflow.cli", "job", "submit", "--detached", "--model-dir",
+    proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "job", "submit", "--detached", "--model-dir",
                            str(tmp_path / "model")], env=env, capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from auditflow import limits
 from auditflow.graph_url import BOLT_SCHEMES
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from evidence_graph import NetworkxGraphStore, open_store
 
 
@@ -147,7 +147,7 @@ def test_neo4j_schemes_are_accepted_by_settings_and_opened_by_open_store(monkeyp
     assert s.effective_graph_url == url
     monkeypatch.setenv("AUDITFLOW_NEO4J_URI", url)
     assert Settings().neo4j_uri == url
-    from auditflow.flow import open_graph
+    from auditflow_app.flow import open_graph
 
     open_graph(s)
     open_store(url)

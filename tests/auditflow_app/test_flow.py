@@ -17,9 +17,9 @@ import pytest
 from pypdf import PdfReader
 from typer.testing import CliRunner
 
-from auditflow import cli, flow
+from auditflow_app import cli, flow
 from auditflow.records import EvidenceTrace, RejectedRecord, TransactionEvent
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from auditflow.version import SOURCE_ROOT, code_version
 from evidence_graph import open_store
 from ingest.amlworld import read_transactions

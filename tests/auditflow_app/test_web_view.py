@@ -6,7 +6,7 @@ background; the run's ``alerts.jsonl`` holds one alert on S's first scatter tran
 app runs under uvicorn on a loopback port, the page is loaded in Debian's Chromium through
 Selenium and chromedriver, and what the page drew is read back from its cytoscape graph
 (``window.auditflowView.cy``) and compared with the planted answer and with the trace and
-findings computed here directly (``auditflow.flow.trace_and_typologies`` on the same events).
+findings computed here directly (``auditflow_app.flow.trace_and_typologies`` on the same events).
 
 Chromium and chromedriver come from Debian (``make setup`` installs them where missing); without
 them these tests are skipped on a developer machine but **fail** when ``CI`` is set, as the
@@ -35,11 +35,11 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from auditflow import flow
-from auditflow.analyst_api import WEB_DIR, create_app
+from auditflow_app import flow
+from auditflow_app.analyst_api import WEB_DIR, create_app
 from auditflow.money import CURRENCIES, Money, format_amount, usd_cents
 from auditflow.records import Alert, alert_id_for, ts_to_wire
-from auditflow.settings import Settings
+from auditflow_app.settings import Settings
 from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import acct, fan_out, tx
 
