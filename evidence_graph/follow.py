@@ -59,10 +59,13 @@ Self-transfers move no money between accounts and are never followed.
 from __future__ import annotations
 
 import heapq
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter, itemgetter
+from typing import Any, TypeVar
 
 from auditflow.limits import (
     DEFAULT_FANOUT_CAP,
@@ -77,6 +80,7 @@ from auditflow.records import TraceCut
 from auditflow.typologies import HOP_HORIZON, passes_on
 from evidence_graph.store import (
     MICROS_PER_MINUTE,
+    Direction,
     GraphEdge,
     GraphQueryTimeout,
     GraphStore,
@@ -156,6 +160,98 @@ class _Visit:
     arrived: int | None  # US cents that reached it at this hop (None: no amount limit)
 
 
+def _window_after(at: int | None, start_t: int | None, end_t: int | None,
+                  horizon: int | None) -> tuple[int | None, int | None]:
+    """Downstream: the transfers an account at time ``at`` can pass money on with, from ``at`` to
+    ``horizon`` later, inside ``[start_t, end_t]`` (microseconds; ``None``: unbounded)."""
+    lo = at if at is not None else start_t
+    hi = end_t if at is None or horizon is None else at + horizon
+    if end_t is not None and hi is not None and hi > end_t:
+        hi = end_t
+    return lo, hi
+
+
+def _window_before(at: int | None, start_t: int | None, end_t: int | None,
+                   horizon: int | None) -> tuple[int | None, int | None]:
+    """Upstream: the transfers that can have funded an account sending at ``at``, from ``horizon``
+    before ``at`` to ``at``, inside ``[start_t, end_t]`` (microseconds; ``None``: unbounded)."""
+    hi = at if at is not None else end_t
+    lo = start_t if at is None or horizon is None else at - horizon
+    if start_t is not None and lo is not None and lo < start_t:
+        lo = start_t
+    return lo, hi
+
+
+def _append(path: tuple[GraphEdge, ...], e: GraphEdge) -> tuple[GraphEdge, ...]:
+    return path + (e,)
+
+
+def _prepend(path: tuple[GraphEdge, ...], e: GraphEdge) -> tuple[GraphEdge, ...]:
+    return (e,) + path
+
+
+def _reversed_list(edges: Sequence[GraphEdge]) -> list[GraphEdge]:
+    return list(reversed(edges))
+
+
+_T = TypeVar("_T")
+
+
+def _window_start(start: _T, end: _T) -> _T:
+    return start
+
+
+def _window_end(start: _T, end: _T) -> _T:
+    return end
+
+
+@dataclass(frozen=True, slots=True)
+class _Direction:
+    """Which way the money is followed, as the accessors that differ between downstream
+    (``"out"``: where the money went) and upstream (``"in"``: where it came from).
+
+    *Flow order* is the order the money moves in along a path: downstream, time order (from the
+    root); upstream, reverse time order (from the root back to where the money came from). Of a
+    transfer the search crosses, *here* is the end at the account being expanded, *next* the end
+    at the account it leads to."""
+
+    name: Direction  # the store's expansion direction: "out" or "in"
+    downstream: bool
+    #: the account a transfer leads to: its receiver (upstream: its sender)
+    next_account: Callable[[GraphEdge], str]
+    #: US cents at the account being expanded: what it paid (upstream: what it received)
+    cents_here: Callable[[GraphEdge], int]
+    #: US cents at the next account: what it received (upstream: what it paid)
+    cents_next: Callable[[GraphEdge], int]
+    #: whether time ``a`` comes strictly before time ``b`` in flow order: ``a < b`` (upstream: ``a > b``)
+    before: Callable[[int, int], bool]
+    #: of a window's bounds (start, end), the root's time: the start (upstream: the end)
+    root_bound: Callable[[Any, Any], Any]
+    #: (at, start, end, horizon) -> (lo, hi): the window an account at time ``at`` is expanded over
+    window: Callable[[int | None, int | None, int | None, int | None], tuple[int | None, int | None]]
+    #: of time-ordered transfers, the first in flow order: the earliest (upstream: the latest)
+    first: Callable[[Sequence[GraphEdge]], GraphEdge]
+    #: of a path, the transfer that reached its far account: its last (upstream: its first)
+    last: Callable[[Sequence[GraphEdge]], GraphEdge]
+    #: a path, one transfer further from the root: appended (upstream: prepended)
+    extend: Callable[[tuple[GraphEdge, ...], GraphEdge], tuple[GraphEdge, ...]]
+    #: time-ordered transfers in flow order, as a list (upstream: reversed; again: back in time order)
+    in_flow_order: Callable[[Sequence[GraphEdge]], list[GraphEdge]]
+
+
+_DOWNSTREAM = _Direction(
+    name="out", downstream=True, next_account=attrgetter("dst"), cents_here=attrgetter("paid_cents"),
+    cents_next=attrgetter("received_cents"), before=operator.lt, root_bound=_window_start, window=_window_after,
+    first=itemgetter(0), last=itemgetter(-1), extend=_append, in_flow_order=list,
+)
+_UPSTREAM = _Direction(
+    name="in", downstream=False, next_account=attrgetter("src"), cents_here=attrgetter("received_cents"),
+    cents_next=attrgetter("paid_cents"), before=operator.gt, root_bound=_window_end, window=_window_before,
+    first=itemgetter(-1), last=itemgetter(0), extend=_prepend, in_flow_order=_reversed_list,
+)
+_DIRECTIONS: dict[str, _Direction] = {d.name: d for d in (_DOWNSTREAM, _UPSTREAM)}
+
+
 def _rank_key(e: GraphEdge, ref: int, downstream: bool) -> tuple[float, int, str]:
     """Sort key, most relevant first: the amount in US cents discounted by the hours after
     (upstream: before) ``ref`` (microseconds); ties: the closer transfer, then the event id."""
@@ -206,15 +302,15 @@ def follow_money(
 
     # Everything below compares integers: times in microseconds since 1970 (exactly the
     # datetimes' order), amounts in US cents (exactly usd_cents), each computed once per edge.
-    downstream = direction == "out"
+    way = _DIRECTIONS[direction]
+    next_account, cents_next, before, extend = way.next_account, way.cents_next, way.before, way.extend
     deadline = None if budget.max_seconds is None else clock() + budget.max_seconds
-    root_time = start if downstream else end
     start_t = None if start is None else to_micros(start)
     end_t = None if end is None else to_micros(end)
     horizon = None if hop_horizon is None else hop_horizon // _MICROSECOND
-    root_t = start_t if downstream else end_t
+    root_t = way.root_bound(start_t, end_t)
     best: dict[str, int | None] = {root: root_t}  # None: the root, unbounded
-    nodes: dict[str, Reached] = {root: Reached(root, 0, (), (), root_time)}
+    nodes: dict[str, Reached] = {root: Reached(root, 0, (), (), way.root_bound(start, end))}
     edges: dict[str, tuple[GraphEdge, int]] = {}
     hubs: dict[str, None] = {}
     cuts: list[TraceCut] = []
@@ -230,20 +326,10 @@ def follow_money(
         requests: list[MicrosExpansion] = []
         for v in frontier:
             at = None if hop == 1 and not horizon_from_root else v.at
-            if downstream:
-                lo = at if at is not None else start_t
-                hi = end_t if at is None or horizon is None else at + horizon
-                if end_t is not None and hi is not None and hi > end_t:
-                    hi = end_t
-            else:
-                hi = at if at is not None else end_t
-                lo = start_t if at is None or horizon is None else at - horizon
-                if start_t is not None and lo is not None and lo < start_t:
-                    lo = start_t
-            requests.append((v.node, lo, hi))
+            requests.append((v.node, *way.window(at, start_t, end_t, horizon)))
         remaining = None if deadline is None else deadline - clock()
         try:
-            batch = store.expand_micros(requests, direction, limit, timeout=remaining)
+            batch = store.expand_micros(requests, way.name, limit, timeout=remaining)
         except GraphQueryTimeout:
             cuts.append(TraceCut(hop, "", "time budget", len(frontier)))
             break
@@ -266,9 +352,9 @@ def follow_money(
                 n = len(cand)
                 if min_share is not None:  # only transfers carrying the bulk of the money on
                     floor = min_share * v.arrived
-                    cand = [e for e in cand if (e.paid_cents if downstream else e.received_cents) >= floor]
+                    cand = [e for e in cand if way.cents_here(e) >= floor]
                 if amount_tolerance is not None:
-                    cand, _ = _fund(cand, v.arrived, amount_tolerance, downstream)
+                    cand, _ = _fund(cand, v.arrived, amount_tolerance, way)
                 if len(cand) < n:
                     cuts.append(TraceCut(hop, v.node, "amount", n - len(cand)))
             if not cand:
@@ -276,25 +362,25 @@ def follow_money(
             n = len(cand)
             if (last and n <= fanout_cap and len(nodes) + len(new) >= max_nodes
                     and len(edges) + n <= max_edges
-                    and not any((e.dst if downstream else e.src) in new for e in cand)):
+                    and not any(next_account(e) in new for e in cand)):
                 # the last hop with the node budget spent: every transfer is crossed (no cap, no
                 # edge budget), reaches an account seen at an earlier hop or is dropped, and its
                 # rank decides nothing (the relevance sort is what the last hops of the largest
                 # traces spent most of their time on)
                 for e in cand:
-                    if (e.dst if downstream else e.src) in nodes:
+                    if next_account(e) in nodes:
                         if e.event_id not in edges:
                             edges[e.event_id] = (e, hop)
                     else:
                         new_dropped += 1
                 continue
-            ref = v.at if v.at is not None else (cand[0].micros if downstream else cand[-1].micros)
+            ref = v.at if v.at is not None else way.first(cand).micros
             if n > 1:
-                cand = _most_relevant(cand, ref, downstream, fanout_cap)
+                cand = _most_relevant(cand, ref, way.downstream, fanout_cap)
             if n > fanout_cap:
                 cuts.append(TraceCut(hop, v.node, "fan-out cap", n - fanout_cap))
             for i, e in enumerate(cand):
-                w = e.dst if downstream else e.src
+                w = next_account(e)
                 eid = e.event_id
                 crossed = eid in edges
                 if not crossed and len(edges) >= max_edges:
@@ -318,18 +404,17 @@ def follow_money(
                 if not crossed:
                     edges[eid] = (e, hop)
                 prev = best.get(w, _UNSEEN)
-                if prev is not _UNSEEN and (prev is None or (t >= prev if downstream else t <= prev)):
-                    continue  # no earlier (upstream: later) than before: nothing new to follow
+                if prev is not _UNSEEN and (prev is None or not before(t, prev)):  # type: ignore[arg-type]
+                    continue  # not earlier in flow order (upstream: not later) than before: nothing new to follow
                 nxt = reached.get(w)
-                if nxt is None or (t < nxt.at if downstream else t > nxt.at):  # type: ignore[operator]
-                    amount = e.received_cents if downstream else e.paid_cents
-                    path = v.path + (e,) if downstream else (e,) + v.path
+                if nxt is None or before(t, nxt.at):  # type: ignore[arg-type]
+                    path = extend(v.path, e)
                     if nxt is None:
-                        reached[w] = _Visit(w, t, path, amount)
+                        reached[w] = _Visit(w, t, path, cents_next(e))
                     else:
-                        nxt.at, nxt.path, nxt.arrived = t, path, amount
+                        nxt.at, nxt.path, nxt.arrived = t, path, cents_next(e)
                 elif t == nxt.at and nxt.arrived is not None:
-                    nxt.arrived += e.received_cents if downstream else e.paid_cents  # more money at the same time
+                    nxt.arrived += cents_next(e)  # more money at the same time
             if stopped:
                 break
         if new_dropped:
@@ -337,9 +422,8 @@ def follow_money(
         for w, visit in reached.items():  # new accounts in discovery order (as in `new`)
             best[w] = visit.at
             ups = new.get(w)
-            if ups is not None:  # first reached now: explained by its earliest (latest) path
-                e = visit.path[-1] if downstream else visit.path[0]
-                nodes[w] = Reached(w, hop, tuple(sorted(ups)), visit.path, e.timestamp)
+            if ups is not None:  # first reached now: explained by its earliest (upstream: latest) path
+                nodes[w] = Reached(w, hop, tuple(sorted(ups)), visit.path, way.last(visit.path).timestamp)
         frontier = list(reached.values())
         if stop_at is not None and stop_at in nodes:
             break
@@ -370,21 +454,19 @@ def _most_relevant(cand: list[GraphEdge], ref: int, downstream: bool, cap: int) 
 
 
 def _fund(
-    cand: Sequence[GraphEdge], arrived: int, tolerance: float, downstream: bool
+    cand: Sequence[GraphEdge], arrived: int, tolerance: float, way: _Direction
 ) -> tuple[list[GraphEdge], int]:
-    """The transfers the money that arrived can pay for, taken in time order (upstream: latest
-    first): each is kept if the running total stays within ``arrived * (1 + tolerance)``."""
+    """The transfers the money that arrived can pay for, taken in flow order (upstream: latest
+    first): each is kept if the running total stays within ``arrived * (1 + tolerance)``. The
+    kept ones come back in time order."""
     allowed = arrived * (1.0 + tolerance)
-    order = cand if downstream else list(reversed(cand))
     kept, total = [], 0
-    for e in order:
-        amount = e.paid_cents if downstream else e.received_cents
+    for e in way.in_flow_order(cand):
+        amount = way.cents_here(e)
         if total + amount <= allowed:
             kept.append(e)
             total += amount
-    if not downstream:
-        kept.reverse()
-    return kept, len(cand) - len(kept)
+    return way.in_flow_order(kept), len(cand) - len(kept)
 
 
 def pass_through_path(path: Sequence[GraphEdge]) -> bool:

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
 
 from auditflow.features import ACCOUNT_FEATURES, EVENT_FEATURES, FEATURE_NAMES
@@ -615,65 +616,102 @@ def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None 
     _, t_env = table_environment(spec.parallelism, flink_conf=spec.flink_conf)
     t0 = time.perf_counter()
     view = file_source_view(t_env, wire_path, spec, source or str(wire_path))
-    alerts, rejects, late, dups, counts, drift = collect_outputs(t_env, view, spec)
+    out, counts = collect_outputs(t_env, view, spec)
     seconds = time.perf_counter() - t0
-    if counts["duplicate"] != len(dups):
-        raise RuntimeError(f"duplicate counter {counts['duplicate']} != {len(dups)} duplicates collected")
-    rejects.sort(key=lambda r: (r.source, r.offset))
-    return FileJobOutput(alerts, rejects, late, dups, records, counts["processed"], seconds, *drift)
+    if counts["duplicate"] != len(out.duplicates):
+        raise RuntimeError(f"duplicate counter {counts['duplicate']} != {len(out.duplicates)} duplicates collected")
+    out.rejects.sort(key=lambda r: (r.source, r.offset))
+    return FileJobOutput(out.alerts, out.rejects, out.late, out.duplicates, records, counts["processed"], seconds,
+                         out.drift_lines, out.drift_alert_lines)
 
 
-def collect_outputs(t_env, source_view: str, spec: StreamSpec):
-    """Run the topology to the end of a bounded source. Every output is written by the JVM to
-    files (one tagged line each) and read back afterwards: no per-row round trip to Python."""
+class SideOutput(Enum):
+    """The job's outputs as :func:`collect_outputs` writes them to files: each line starts with
+    the output's one-letter tag, then its message. The drift tags are the kinds the pane scoring
+    gives its rows (:class:`pipelines.drift.PaneScoring`)."""
+
+    ALERT = "A"  # alert JSON
+    REJECT = "R"  # RejectedRecord JSON, stage 'decode'
+    LATE = "L"  # RejectedRecord JSON, stage 'late'
+    DUPLICATE = "D"  # the duplicate wire record
+    DRIFT_RECORD = "S"  # a drift record's JSON line
+    DRIFT_ALERT = "X"  # a drift alert's JSON line
+
+
+_SIDE_OUTPUTS = {kind.value: kind for kind in SideOutput}
+
+
+@dataclass
+class SideOutputs:
+    """What a bounded run's output files held, each output in file order."""
+
+    alerts: list[dict] = field(default_factory=list)
+    rejects: list[RejectedRecord] = field(default_factory=list)
+    late: list[RejectedRecord] = field(default_factory=list)
+    duplicates: list[TransactionEvent] = field(default_factory=list)
+    drift_lines: list[str] = field(default_factory=list)  # drift records' JSON lines, as written
+    drift_alert_lines: list[str] = field(default_factory=list)  # drift alerts' JSON lines, as written
+
+    def add(self, line: str) -> None:
+        """Add one tagged line of an output file; a ValueError names a tag no output has."""
+        tag, body = line[:1], line[1:].rstrip("\n")
+        kind = _SIDE_OUTPUTS.get(tag)
+        if kind is None:
+            raise ValueError(f"unknown output tag {tag!r} (expected one of {', '.join(_SIDE_OUTPUTS)}) "
+                             f"in the line {line[:80]!r}")
+        if kind is SideOutput.ALERT:
+            self.alerts.append(json.loads(body))
+        elif kind is SideOutput.REJECT:
+            self.rejects.append(RejectedRecord.from_dict(json.loads(body)))
+        elif kind is SideOutput.LATE:
+            self.late.append(RejectedRecord.from_dict(json.loads(body)))
+        elif kind is SideOutput.DUPLICATE:
+            self.duplicates.append(TransactionEvent.from_wire(body))
+        elif kind is SideOutput.DRIFT_RECORD:
+            self.drift_lines.append(body)
+        else:
+            self.drift_alert_lines.append(body)
+
+
+def read_side_outputs(folder: str | Path) -> SideOutputs:
+    """The tagged lines of the output files in ``folder`` (sorted by path; hidden files, the
+    in-progress files of a failed run, left out)."""
+    out = SideOutputs()
+    for f in sorted(Path(folder).rglob("*")):
+        if not f.is_file() or f.name.startswith("."):
+            continue  # in-progress files of a failed run are hidden (".part-...")
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                out.add(line)
+    return out
+
+
+def collect_outputs(t_env, source_view: str, spec: StreamSpec) -> tuple[SideOutputs, dict]:
+    """Run the topology to the end of a bounded source: its outputs (alerts sorted by source
+    offset and event id) and the job's counters. Every output is written by the JVM to files (one
+    tagged line each, :class:`SideOutput`) and read back afterwards: no per-row round trip to Python."""
     topo = build_topology(t_env, source_view, spec)
-    t_env.create_temporary_view("af_out_alerts", topo.alerts)
-    t_env.create_temporary_view("af_out_rejects", topo.rejects)
-    t_env.create_temporary_view("af_out_late", topo.late)
-    t_env.create_temporary_view("af_out_dups", topo.duplicates)
+    tagged = [(SideOutput.ALERT, "af_out_alerts", topo.alerts), (SideOutput.REJECT, "af_out_rejects", topo.rejects),
+              (SideOutput.LATE, "af_out_late", topo.late), (SideOutput.DUPLICATE, "af_out_dups", topo.duplicates)]
+    selects = []
+    for kind, view, table in tagged:
+        t_env.create_temporary_view(view, table)
+        selects.append(f"SELECT CONCAT('{kind.value}', message) FROM {view}")
     if topo.drift is not None:
         t_env.create_temporary_view("af_out_drift", topo.drift)
+        selects.append("SELECT CONCAT(kind, message) FROM af_out_drift")  # kind: S or X, tagged by the scoring
     with tempfile.TemporaryDirectory(prefix="auditflow-out-") as tmp:
         t_env.execute_sql(f"""
             CREATE TEMPORARY TABLE af_out_files (`m` STRING) WITH (
                 'connector' = 'filesystem', 'path' = {_sql_str(tmp)}, 'format' = 'raw')""")
         stmts = t_env.create_statement_set()
-        stmts.add_insert_sql(
-            "INSERT INTO af_out_files "
-            "SELECT CONCAT('A', message) FROM af_out_alerts UNION ALL "
-            "SELECT CONCAT('R', message) FROM af_out_rejects UNION ALL "
-            "SELECT CONCAT('L', message) FROM af_out_late UNION ALL "
-            "SELECT CONCAT('D', message) FROM af_out_dups"
-            + (" UNION ALL SELECT CONCAT(kind, message) FROM af_out_drift" if topo.drift is not None else ""))
+        stmts.add_insert_sql("INSERT INTO af_out_files " + " UNION ALL ".join(selects))
         add_graph_sink(t_env, stmts, topo)
         job = stmts.execute().get_job_client().get_job_execution_result().result()
         counts = job_counts(job)
-        alerts: list[dict] = []
-        rejects: list[RejectedRecord] = []
-        late: list[RejectedRecord] = []
-        dups: list[TransactionEvent] = []
-        drift_lines: list[str] = []
-        drift_alert_lines: list[str] = []
-        for f in sorted(Path(tmp).rglob("*")):
-            if not f.is_file() or f.name.startswith("."):
-                continue  # in-progress files of a failed run are hidden (".part-...")
-            with open(f, encoding="utf-8") as fh:
-                for line in fh:
-                    kind, body = line[0], line[1:].rstrip("\n")
-                    if kind == "A":
-                        alerts.append(json.loads(body))
-                    elif kind == "R":
-                        rejects.append(RejectedRecord.from_dict(json.loads(body)))
-                    elif kind == "L":
-                        late.append(RejectedRecord.from_dict(json.loads(body)))
-                    elif kind == "D":
-                        dups.append(TransactionEvent.from_wire(body))
-                    elif kind == "S":
-                        drift_lines.append(body)
-                    elif kind == "X":
-                        drift_alert_lines.append(body)
-    alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
-    return alerts, rejects, late, dups, counts, (drift_lines, drift_alert_lines)
+        out = read_side_outputs(tmp)
+    out.alerts.sort(key=lambda a: (a["event"]["source_offset"], a["event"]["event_id"]))
+    return out, counts
 
 
 def drift_record_order(d: dict) -> tuple:
