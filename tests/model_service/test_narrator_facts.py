@@ -117,14 +117,59 @@ def test_only_alerts_of_the_narrative_tier_get_a_narrator(monkeypatch):
     assert (s.narrator_min_score, s.narrator_device) == (0.5, "cpu")
 
 
-def test_the_model_service_finds_the_narrators_router():
+def test_an_alert_of_the_narrative_tier_is_narrated_with_the_configured_model_and_seed(monkeypatch):
+    """At or above ``narrator_min_score`` the alert's narrative is the narrator's: its model loaded
+    on the configured device and threads, the matches passed as (typology, explanation), the run's
+    seed (the model itself is replaced here: nothing is loaded)."""
+    from auditflow_app.flow import narrative_for
+    from auditflow_app.settings import Settings
+    from evidence_graph import TypologyMatch
+    from model_service import narrator
+
+    calls = []
+    model = object()
+    monkeypatch.setattr(narrator, "load_model", lambda device, *, threads=None: calls.append(("load", device, threads))
+                        or model)
+
+    def fake_narrate(alert, trace, codes, typologies, *, lm, seed):
+        calls.append(("narrate", alert, trace, codes, typologies, lm, seed))
+        return "the narrative"
+
+    monkeypatch.setattr(narrator, "narrate", fake_narrate)
+    alert, trace, codes = make_alert(), make_trace(), make_reason_codes()
+    match = TypologyMatch("fan-out", (ROOT, A1, A2), ("e1", "e2"), "The sender paid 7 distinct payees.")
+    settings = Settings(narrator_min_score=alert.score, narrator_device="cpu", narrator_threads=2, seed=11)
+    assert narrative_for(settings, alert, trace, codes, [match]) == "the narrative"  # a score equal to the bar
+    assert calls == [("load", "cpu", 2),
+                     ("narrate", alert, trace, codes, [("fan-out", "The sender paid 7 distinct payees.")], model, 11)]
+
+
+def test_the_model_service_hosts_the_narrators_router_on_the_device_it_is_given(monkeypatch):
+    """The service's hosted routers: the narrator's ``POST /narrate``, its model loaded on the first
+    well-formed request on the device and threads given (the model and the decoding are replaced
+    here: nothing is loaded)."""
+    from types import SimpleNamespace
+
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from model_service import narrator_service
+    from model_service import narrator, narrator_service
+    from model_service.service import hosted_routers
 
-    assert [r.path for r in narrator_service.router.routes] == ["/narrate"]
+    routers = hosted_routers(narrator_device="cpu", narrator_threads=2)
+    assert [[r.path for r in router.routes] for router in routers] == [["/narrate"]]
     app = FastAPI()
-    app.include_router(narrator_service.router)
-    r = TestClient(app).post("/narrate", json={"alert": {}})  # refused before any model is loaded
-    assert r.status_code == 422 and "schema" in r.json()["detail"]
+    app.include_router(routers[0])
+    client = TestClient(app)
+    calls = []
+    monkeypatch.setattr(narrator_service, "load_model",
+                        lambda device, *, threads=None: calls.append(("load", device, threads)) or "the model")
+    monkeypatch.setattr(narrator, "narrate", lambda alert, trace, codes, typologies, *, lm, params, seed, mode:
+                        SimpleNamespace(to_dict=lambda: {"alert": alert.alert_id, "lm": lm, "seed": seed}))
+    r = client.post("/narrate", json={"alert": {}})  # refused before any model is loaded
+    assert r.status_code == 422 and "schema" in r.json()["detail"] and calls == []
+    alert = make_alert()
+    r = client.post("/narrate", json={"alert": alert.to_dict(), "trace": make_trace().to_dict(), "seed": 3})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"alert": alert.alert_id, "lm": "the model", "seed": 3}
+    assert calls == [("load", "cpu", 2)]
