@@ -34,9 +34,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from auditflow.errors import FieldError
+from auditflow.jsonlines import json_line, open_json_lines, write_json_lines
 from auditflow.limits import DEFAULT_EVENT_TIME_WINDOW
 from auditflow.records import RejectedRecord
 from ingest.amlworld import (
@@ -56,19 +57,9 @@ REJECTS_NAME = "rejects.jsonl"
 SUMMARY_NAME = "import_summary.json"
 
 
-def _write_reject(fh: IO[str], reject: RejectedRecord) -> None:
-    fh.write(reject.to_json())
-    fh.write("\n")
-
-
 def write_rejects(path: str | Path, rejects: Iterable[RejectedRecord]) -> int:
     """Write one :class:`RejectedRecord` JSON per line (streams ``rejects``); returns the count."""
-    n = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        for r in rejects:
-            _write_reject(fh, r)
-            n += 1
-    return n
+    return write_json_lines(path, (r.to_json() for r in rejects))
 
 
 @dataclass(slots=True)
@@ -195,7 +186,7 @@ def import_amlworld(
         hi: datetime | None = None
         with (
             open(normalized, "w", newline="", encoding="utf-8") as out_fh,
-            open(rejects_path, "w", encoding="utf-8", newline="\n") as rej_fh,
+            open_json_lines(rejects_path) as rej_fh,
         ):
             writer = csv.writer(out_fh, lineterminator="\n")
             writer.writerow(HEADER)
@@ -204,7 +195,7 @@ def import_amlworld(
                 if isinstance(rec, RejectedRecord):
                     summary.rejected += 1
                     reject_fields[rec.field] += 1
-                    _write_reject(rej_fh, rec)
+                    rej_fh.write(json_line(rec.to_json()))
                 else:
                     summary.accepted += 1
                     fields = format_row(rec)

@@ -8,6 +8,8 @@ to; the metric definitions are :mod:`auditflow.drift`'s).
   most frequent, at most ``segment_cap``; the rest are ``__other__``); and the reference's counts
   per feature and segment. Its ``reference_id`` is the SHA-256 of its canonical JSON (RFC 8785),
   so the same reference rows give the same id, and every drift record names it.
+  :func:`reference_profile` builds it from a time range of events (:func:`reference_events`)
+  scored by the model's fast path; :func:`write_reference` writes it, named by that id.
 * :func:`window_counts` counts rows per tumbling event-time pane, segment and feature bin. Panes
   are minutes-aligned windows of ``window_minutes``; counts of panes add up, so a day's counts are
   the sum of its hours' (:func:`merge_counts`).
@@ -30,11 +32,18 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from auditflow import drift as D
 from auditflow.canonical import canonical_sha256
+from auditflow.records import epoch_millis
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from auditflow.records import TransactionEvent
 
 PROFILE_SCHEMA = "auditflow.drift_reference/1"
 RECORD_SCHEMA = "auditflow.drift/1"
@@ -189,6 +198,57 @@ def build_profile(rows: Iterable[Row], features: Sequence[str], *, bins: int = D
                 c = counts[f].setdefault(seg, [0] * draft.nbins(f))
                 c[draft.bin_of(f, r)] += 1
     return replace(draft, counts=counts)
+
+
+#: Model inputs scored within each segment of a reference besides the score (all of them are
+#: scored over all events).
+DEFAULT_SEGMENT_FEATURES = ("amount_usd",)
+
+
+def reference_events(events: Iterable[TransactionEvent], start: datetime,
+                     end: datetime) -> list[tuple[TransactionEvent, dict[str, float]]]:
+    """The events with ``start <= time < end`` and their stream features, computed with every
+    event before them (as the stream job would)."""
+    from pipelines.features import iter_features
+
+    return [(ev, f) for ev, f in iter_features(events) if start <= ev.timestamp < end]
+
+
+def reference_profile(picked: Sequence[tuple[TransactionEvent, Mapping[str, float]]], model_dir: str | Path, *,
+                      segment_features: Sequence[str] = DEFAULT_SEGMENT_FEATURES,
+                      source: Mapping | None = None) -> Profile:
+    """The drift reference of ``picked`` (:func:`reference_events`) scored by the fast path of the
+    model in ``model_dir`` (its digest is the reference's ``model_version``): every model input and
+    the score over all events; within each segment (payment format, currency, bank), the score,
+    ``segment_features`` and the segment dimensions' own distributions (categorical: levels,
+    other, new). ``source``: what it was built from (file, hash, time range)."""
+    from auditflow.features import FEATURE_NAMES
+    from model_service.fast_path import batch_scorer
+
+    predict, _, digest, names = batch_scorer(str(Path(model_dir).resolve()))[:4]
+    X = np.array([[f[n] for n in names] for _, f in picked], dtype=np.float64)
+    scores = np.asarray(predict(X), dtype=np.float64)
+    rows = [Row(epoch_millis(ev.timestamp),
+                {"payment_format": ev.payment_format, "currency": ev.amount_paid.currency, "bank": ev.sender.bank},
+                {**{n: float(f[n]) for n in FEATURE_NAMES}, SCORE: float(s)})
+            for (ev, f), s in zip(picked, scores)]
+    return build_profile(rows, (*FEATURE_NAMES, SCORE), model_version=digest, categorical=D.SEGMENT_DIMENSIONS,
+                         segment_features=(SCORE, *segment_features, *D.SEGMENT_DIMENSIONS), source=dict(source or {}))
+
+
+def write_reference(profile: Profile, out_dir: str | Path) -> Path:
+    """Write the reference as canonical JSON (RFC 8785) to ``out_dir/<reference_id>.json``.
+    Content-addressed: a file of that name with other bytes is a ``RuntimeError``."""
+    from auditflow.canonical import canonical_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{profile.reference_id}.json"
+    body = canonical_json(profile.body())
+    if path.exists() and path.read_bytes() != body:  # content-addressed: same name, same bytes
+        raise RuntimeError(f"{path} exists with other content")
+    path.write_bytes(body)
+    return path
 
 
 Counts = dict[tuple[int, str, str], list[int]]  # (pane start ms, feature, segment) -> bin counts

@@ -25,3 +25,16 @@ def test_a_missing_file_is_empty_only_when_asked(tmp_path):
     assert read_json_lines(tmp_path / "none.jsonl", missing_ok=True) == []
     with pytest.raises(FileNotFoundError):
         read_json_lines(tmp_path / "none.jsonl")
+
+
+def test_the_writer_spells_each_record_one_way(tmp_path):
+    """Sorted keys, no spaces, non-ASCII escaped, ``\\n`` after each; a string is written as it is."""
+    from auditflow.jsonlines import json_line, write_json_lines
+
+    path = tmp_path / "w.jsonl"
+    records = [{"b": [1, None], "a": "café\u2028"}, '{"kept":"as given"}', {}]
+    assert write_json_lines(path, iter(records)) == 3
+    assert path.read_bytes() == b'{"a":"caf\\u00e9\\u2028","b":[1,null]}\n{"kept":"as given"}\n{}\n'
+    assert read_json_lines(path) == [records[0], {"kept": "as given"}, {}]
+    assert json_line({"z": 1.5, "y": True}) == '{"y":true,"z":1.5}\n'
+    assert write_json_lines(tmp_path / "empty.jsonl", []) == 0 and (tmp_path / "empty.jsonl").read_bytes() == b""

@@ -86,7 +86,7 @@ def _rec(start_h, feature, segment, status, value, *, significant=True, n=500):
 def test_an_alert_report_gets_its_segments_drift_from_the_last_closed_window():
     from datetime import datetime, timedelta
 
-    from auditflow_app.flow import alert_drift_status
+    from pipelines.drift_views import alert_drift_status
     from auditflow.money import Money
     from auditflow.records import AccountRef, TransactionEvent
 
@@ -118,7 +118,7 @@ def _at_hour(ev, hours):
 def test_a_period_summary_lists_the_segments_that_drifted_in_it():
     from datetime import datetime
 
-    from auditflow_app.flow import period_drift_figures
+    from pipelines.drift_views import period_drift_figures
 
     recs = [_rec(h, "score", "__all__", "ok", 0.01) for h in range(10, 14)]
     recs += [_rec(11, "amount_usd", "payment_format=Cash", "drift", 0.9), _rec(12, "amount_usd", "payment_format=Cash", "drift", 0.5),

@@ -28,6 +28,7 @@ from auditflow_app.settings import Settings
 from evidence_graph import trace_evidence
 from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
 from ingest.synthetic import generate, write_dataset
+from pipelines.flink_client import cluster_job_id
 
 pytestmark = pytest.mark.services("kafka", "neo4j")
 
@@ -59,7 +60,7 @@ def world(tmp_path_factory):
     topics = (kafka.topic_transactions, kafka.topic_alerts, kafka.topic_dlq, kafka.topic_drift_scores,
               kafka.topic_drift_alerts)
     ensure_topics(kafka.kafka_bootstrap, {t: 3 for t in topics})
-    produced = produce_file(live_csv, kafka)
+    produced = produce_file(live_csv, flow.producer_options(kafka))
     bad_offsets = produce_raw(kafka.kafka_bootstrap, kafka.topic_transactions, MALFORMED)
     yield {"root": root, "live": live, "live_csv": live_csv, "reference": reference, "embedded": embedded,
            "kafka": kafka, "produced": produced, "bad_offsets": bad_offsets, "suffix": suffix}
@@ -196,7 +197,7 @@ def test_an_unbounded_job_scores_each_window_once_the_watermark_passed_it(world)
     try:
         proc = flow.submit_kafka_job(k, world["root"] / "model", bounded=False, detached=True,
                                      group_id=f"u-{suffix}", job_name=f"unbounded-{suffix}")
-        job_id = flow.cluster_job_id(proc.stdout + proc.stderr)
+        job_id = cluster_job_id(proc.stdout + proc.stderr)
         deadline = time.monotonic() + 300
         while True:
             got: dict[int, list[dict]] = {}
@@ -331,7 +332,7 @@ def hand_run(world, tmp_path_factory):
     topics = (k.topic_transactions, k.topic_alerts, k.topic_dlq)
     ensure_topics(k.kafka_bootstrap, {t: 3 for t in topics})
     try:
-        produced = produce_file(csv, k)
+        produced = produce_file(csv, flow.producer_options(k))
         flow.run_kafka_job(k, root / "model", bounded=True, group_id=f"g-{suffix}")
         alerts = [json.loads(r.value) for r in consume_all(k.kafka_bootstrap, k.topic_alerts, timeout_s=120,
                                                            expect=len(HAND))]

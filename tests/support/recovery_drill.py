@@ -218,6 +218,7 @@ def run_drill(world: World, *, kills: int = 2, checkpoint_interval_ms: int = 100
     its TaskManager killed ``kills`` times (0: the uninterrupted cluster run)."""
     from auditflow_app import flow
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file, produce_raw
+    from pipelines.flink_client import cluster_job_id
 
     base, live_csv = world.settings, world.live_csv
     reference_alerts, reference_counts = world.reference_alerts, world.reference_counts
@@ -233,12 +234,12 @@ def run_drill(world: World, *, kills: int = 2, checkpoint_interval_ms: int = 100
     job_id = None
     workers_before = _python_workers()
     try:
-        produced = produce_file(live_csv, k)
+        produced = produce_file(live_csv, flow.producer_options(k))
         bad_offsets = produce_raw(k.kafka_bootstrap, k.topic_transactions, list(MALFORMED))
         t_submit = time.perf_counter()
         proc = flow.submit_kafka_job(k, world.model_dir, bounded=True, detached=True, job_name=f"drill-{suffix}",
                                      group_id=f"drill-{suffix}")
-        job_id = flow.cluster_job_id(proc.stdout + proc.stderr)
+        job_id = cluster_job_id(proc.stdout + proc.stderr)
         log(f"[drill] job {job_id} submitted ({produced.produced:,} events + {len(MALFORMED)} malformed records)")
         recovery: list[float] = []
         restored: list[int] = []
