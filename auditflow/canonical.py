@@ -14,16 +14,25 @@ types JSON has no form for.
 b'{"a":null,"b":[1,"\\xc3\\xa9"]}'
 >>> canonical_sha256({"a": 1}) == hashlib.sha256(b'{"a":1}').hexdigest()
 True
+
+Records written as lines (JSONL files, Kafka messages) use :func:`compact_json`: the standard
+``json`` encoder without whitespace, keys sorted. It is a text form only, **not** the canonical
+one: non-ASCII escaped as ``\\uXXXX``, Python's float form (``1.0`` stays ``1.0``), NaN written
+as ``NaN``, integers of any size. Never hash or sign it.
+
+>>> compact_json({"b": [1.0, "\\u00e9"], "a": None})
+'{"a":null,"b":[1.0,"\\\\u00e9"]}'
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import rfc8785
 
-__all__ = ["CanonicalJSONError", "canonical_json", "canonical_sha256"]
+__all__ = ["CanonicalJSONError", "canonical_json", "canonical_sha256", "compact_json"]
 
 
 class CanonicalJSONError(ValueError):
@@ -42,3 +51,9 @@ def canonical_json(obj: Any) -> bytes:
 def canonical_sha256(obj: Any) -> str:
     """Hex SHA-256 of :func:`canonical_json` of ``obj``."""
     return hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+def compact_json(obj: Any) -> str:
+    """The compact JSON text of a record: ``json.dumps`` with keys sorted and no whitespace. Not
+    :func:`canonical_json` (see the module docstring): for writing records, never for hashing."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

@@ -18,11 +18,13 @@ MINUTES_PER_DAY = 24 * MINUTES_PER_HOUR
 
 # ---------------------------------------------------------------- windows
 
-#: The main feature window (stream and graph features), in minutes: 24 hours.
+#: The main feature window, in minutes: 24 hours (the stream features' middle window; the window
+#: in which the graph features count counterparties of similar amounts).
 DEFAULT_WINDOW_MINUTES = MINUTES_PER_DAY
 #: The short (velocity) window of the stream features: one hour.
 SHORT_WINDOW_MINUTES = MINUTES_PER_HOUR
-#: The long window of the stream features (and their state expiry, account age): seven days.
+#: The long window of the stream features (and their state expiry, account age), and the window
+#: in which the graph features count new counterparties: seven days.
 LONG_WINDOW_MINUTES = 7 * MINUTES_PER_DAY
 #: The stream features' windows, shortest first: (name suffix, length in minutes). The last is the
 #: longest (``LONG_WINDOW_MINUTES``); each account keeps one buffer of legs for it.
@@ -43,27 +45,28 @@ MAX_TRACE_HOPS = 5
 #: Edges an evidence trace keeps per account and hop (the most relevant: largest amounts, soonest
 #: after the money arrived) unless configured.
 DEFAULT_FANOUT_CAP = 50
-#: An account with more transfers than this in one hop's time window is a hub: a trace reports
-#: it and does not expand it (payment processors, merchants, exchanges).
+#: An account with more transfers than this in one hop's time window is a hub: the temporal search
+#: (traces, the cycle graph feature) reports it and does not expand it (payment processors,
+#: merchants, exchanges). Typology detection bounds something else, distinct counterparties over
+#: its whole window (:data:`auditflow.typologies.TYPOLOGY_HUB_DEGREE`).
 DEFAULT_HUB_DEGREE = 200
 #: Along a traced path, each transfer follows the one that brought the money within this long.
-DEFAULT_HOP_HORIZON = timedelta(days=2)
+#: Wider than the typologies' step (:data:`auditflow.typologies.HOP_HORIZON`, 24 hours): a trace
+#: shows where the money may have gone, a typology asserts the steps of one layering operation.
+TRACE_HOP_HORIZON = timedelta(days=2)
 #: Global budgets of one trace: accounts, transfers, wall time (seconds). A trace that reaches
 #: one stops there and records where and why.
 DEFAULT_TRACE_MAX_NODES = 500
 DEFAULT_TRACE_MAX_EDGES = 2_000
 DEFAULT_TRACE_MAX_SECONDS = 2.0
-#: Amount consistency: what leaves an account along a path may exceed what arrived by this share.
-DEFAULT_AMOUNT_TOLERANCE = 0.05
 #: Per-account cap on legs kept in the stream feature windows (all of them together, oldest
 #: dropped first): bounds memory on hub accounts.
 MAX_WINDOW_LEGS = 20_000
 #: Amounts kept per account for its median and repeated-amount count.
 RECENT_LEGS = 32
-#: Edges each account contributes to its graph features (earliest first).
-GRAPH_FEATURE_NEIGHBOR_CAP = 200
-#: Longest receiver -> sender path searched for the cycle graph feature.
-CYCLE_MAX_PATH_HOPS = 5
+#: Edges each account contributes to one graph-feature query (earliest first). Generous: degrees
+#: over 28 days; on busier accounts the counts saturate, deterministically.
+GRAPH_FEATURE_NEIGHBOR_CAP = 2_000
 
 # ---------------------------------------------------------------- event time in the stream job
 

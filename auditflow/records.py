@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from auditflow.canonical import canonical_sha256
+from auditflow.canonical import canonical_sha256, compact_json
 from auditflow.errors import FieldError
 from auditflow.money import CURRENCIES, Money, format_amount, parse_amount
 
@@ -188,10 +188,6 @@ def epoch_minutes(ts: datetime) -> int:
     return int((ts - EPOCH) // timedelta(minutes=1))
 
 
-def from_epoch_minutes(minutes: int) -> datetime:
-    return EPOCH + timedelta(minutes=minutes)
-
-
 def epoch_millis(ts: datetime) -> int:
     """Event time in the stream: milliseconds since the epoch (timestamps are naive UTC)."""
     return (ts - EPOCH) // timedelta(milliseconds=1)
@@ -272,7 +268,7 @@ class TransactionEvent:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        return compact_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransactionEvent:
@@ -540,7 +536,7 @@ class RejectedRecord:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        return compact_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RejectedRecord:
@@ -616,7 +612,7 @@ class Alert:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        return compact_json(self.to_dict())
 
     @classmethod
     @_decoder("alert")
@@ -729,7 +725,7 @@ class EvidenceTrace:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        return compact_json(self.to_dict())
 
     @classmethod
     @_decoder("trace")
@@ -824,7 +820,7 @@ class Narrative:
         return {**self.content(), "stats": dict(self.stats)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        return compact_json(self.to_dict())
 
     @classmethod
     @_decoder("narrative")

@@ -35,10 +35,20 @@ MAX_FEE_PERCENT = 10
 AMOUNT_TOLERANCE_PERCENT = 1
 MAX_FEE = MAX_FEE_PERCENT / 100
 AMOUNT_TOLERANCE = AMOUNT_TOLERANCE_PERCENT / 100
-#: Along a shape, the next transfer follows the money within this long.
+#: The same band read from what was passed on: what arrived exceeds it by at most this share,
+#: ``MAX_FEE / (1 - MAX_FEE)`` (about 11%; the other way, by :data:`AMOUNT_TOLERANCE`). Searches
+#: that bound a running total by the amount next to it in either direction (the typologies'
+#: shared path search, the layers of a stack) use this, the wider of the two.
+PASSED_ON_TOLERANCE = MAX_FEE / (1 - MAX_FEE)
+#: Along a shape, the next transfer follows the money within this long. (Evidence traces look
+#: wider: :data:`auditflow.limits.TRACE_HOP_HORIZON`.)
 HOP_HORIZON = timedelta(hours=24)
 #: Parts of one split sum lie within this factor of each other.
 SPLIT_RATIO = 3.0
+#: Distinct counterparties in the detection window above which an account is a hub, in no shape
+#: (merchants, payroll processors, exchanges). (The temporal search's hub bound counts transfers
+#: in one hop's window instead: :data:`auditflow.limits.DEFAULT_HUB_DEGREE`.)
+TYPOLOGY_HUB_DEGREE = 100
 
 
 def passes_on(arrived: int, leaves: int) -> bool:

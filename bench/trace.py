@@ -123,7 +123,7 @@ def naive(store, roots, cap_s: float):
 
     from auditflow.records import epoch_minutes
 
-    from auditflow.limits import DEFAULT_HOP_HORIZON
+    from auditflow.limits import TRACE_HOP_HORIZON
 
     # the trace's question: inside the window, in time order, each transfer within the hop
     # horizon of the one before (the first within it of the window's start)
@@ -134,7 +134,7 @@ def naive(store, roots, cap_s: float):
             "WHERE relationships(p)[i].ts <= relationships(p)[i + 1].ts "
             "AND relationships(p)[i + 1].ts <= relationships(p)[i].ts + $h) "
             "RETURN count(DISTINCT b) AS n")
-    h = int(DEFAULT_HOP_HORIZON / timedelta(minutes=1))
+    h = int(TRACE_HOP_HORIZON / timedelta(minutes=1))
     times, capped = [], 0
     for root, ts in roots:
         t0 = time.perf_counter()

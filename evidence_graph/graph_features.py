@@ -35,8 +35,8 @@ scatter-gather, gather-scatter, neighbourhood amounts):
 * neighbourhood amounts in US dollars (exact cents summed as integers).
 
 Windows are inclusive at the start: ``[t - W, t - 1 minute]``. Each account contributes at most
-``neighbor_cap`` edges per query (earliest first: on very busy accounts the counts saturate,
-deterministically).
+``neighbor_cap`` edges per query (default :data:`~auditflow.limits.GRAPH_FEATURE_NEIGHBOR_CAP`; earliest
+first: on very busy accounts the counts saturate, deterministically).
 
 >>> from datetime import datetime
 >>> from auditflow.money import Money
@@ -68,27 +68,24 @@ from auditflow.features import (
     GRAPH_SHAPE_MINUTES,
     GRAPH_WINDOWS,
 )
-from auditflow.limits import DEFAULT_HUB_DEGREE
+from auditflow.limits import DEFAULT_HUB_DEGREE, DEFAULT_WINDOW_MINUTES, GRAPH_FEATURE_NEIGHBOR_CAP, LONG_WINDOW_MINUTES
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent
 from auditflow.typologies import AMOUNT_TOLERANCE_PERCENT, HOP_HORIZON, MAX_FEE_PERCENT, comparable, passes_on
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore
 
-__all__ = ["FEATURE_NEIGHBOR_CAP", "GRAPH_FEATURE_DESCRIPTIONS", "GRAPH_FEATURE_NAMES", "graph_feature_rows",
-           "graph_features"]
+__all__ = ["GRAPH_FEATURE_DESCRIPTIONS", "GRAPH_FEATURE_NAMES", "graph_feature_rows", "graph_features"]
 
-#: Edges each account contributes to one query (earliest first). Generous: degrees over 28 days.
-FEATURE_NEIGHBOR_CAP = 2000
 #: Model inputs must not depend on the machine's speed: the cycle search has no clock budget.
 #: The cycle search follows, per account and hop, the 5 most relevant transfers (amount
 #: discounted by delay, :func:`~evidence_graph.follow.follow_money`), reaches at most 100 accounts
-#: and does not expand hubs: the bulk of the money, at a bounded cost per transfer.
+#: and does not expand hubs (:data:`~auditflow.limits.DEFAULT_HUB_DEGREE`, the traces' bound): the
+#: bulk of the money, at a bounded cost per transfer.
 FEATURE_BUDGET = Budget(max_nodes=100, max_edges=400, max_seconds=None)
 CYCLE_FANOUT_CAP = 5
 #: Chains of pass-through transfers followed per level by ``g_up_chain_hops`` (bounded cost on hubs).
 CHAIN_FRONTIER = 50
-CYCLE_HUB_DEGREE = DEFAULT_HUB_DEGREE
 _cents = lru_cache(maxsize=1 << 18)(usd_cents)  # Money is immutable: its cents never change
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
@@ -107,7 +104,7 @@ def graph_features(
     store: GraphStore,
     event: TransactionEvent,
     window_minutes: int | None = None,
-    neighbor_cap: int = FEATURE_NEIGHBOR_CAP,
+    neighbor_cap: int = GRAPH_FEATURE_NEIGHBOR_CAP,
 ) -> dict[str, float]:
     """The :data:`GRAPH_FEATURE_NAMES` of ``event`` as of it (see the module docstring).
 
@@ -133,7 +130,7 @@ def graph_features(
         v[f"g_snd_in_cp_{s}"] = len(_others(ins[snd], snd, "in", lo))
         v[f"g_rcv_in_cp_{s}"] = len(_others(ins[rcv], rcv, "in", lo))
         v[f"g_rcv_out_cp_{s}"] = len(_others(outs[rcv], rcv, "out", lo))
-    week, before = t - timedelta(days=7), t - timedelta(minutes=_NEW_LOOKBACK)
+    week, before = t - timedelta(minutes=LONG_WINDOW_MINUTES), t - timedelta(minutes=_NEW_LOOKBACK)
     old_payers = {e.src for e in ins[rcv] if before <= e.timestamp < week}
     old_payees = {e.dst for e in outs[snd] if before <= e.timestamp < week}
     v["g_rcv_new_payers_7d"] = len(_others(ins[rcv], rcv, "in", week) - old_payers)
@@ -146,7 +143,7 @@ def graph_features(
     else:
         flow = follow_money(store, rcv, "out", max_hops=GRAPH_CYCLE_MAX_HOPS - 1, start=lo, end=end,
                             hop_horizon=None, fanout_cap=min(neighbor_cap, CYCLE_FANOUT_CAP),
-                            hub_degree=CYCLE_HUB_DEGREE, budget=FEATURE_BUDGET,
+                            hub_degree=DEFAULT_HUB_DEGREE, budget=FEATURE_BUDGET,
                             stop_at=snd)
         reached = flow.nodes.get(snd)
         cycle = reached.hop_depth + 1 if reached is not None else 0
@@ -220,7 +217,7 @@ def graph_features(
     v["g_snd_funding_in"] = sum(1 for e in ins[snd] if e.timestamp >= recent and e.src != snd
                                 and passes_on(e.paid_cents, paid)) if snd != rcv else 0
     v["g_up_chain_hops"] = _pass_chain_hops(store, snd, t, paid, lo, end, neighbor_cap) if snd != rcv else 0
-    day = t - timedelta(days=1)
+    day = t - timedelta(minutes=DEFAULT_WINDOW_MINUTES)
     got = _cents(event.amount_received)
     similar_payers = {e.src for e in ins[rcv] if e.timestamp >= day and e.src != rcv
                       and comparable((e.received_cents, got))}
@@ -255,9 +252,18 @@ def _pass_chain_hops(store: GraphStore, payer: str, t: datetime, paid: int, lo: 
     paying ``payer`` and that this transfer (``paid`` US cents at ``t``) passes on, in transfers,
     at most :data:`GRAPH_CYCLE_MAX_HOPS` - 1; only transfers in ``[lo, end]``.
 
-    Level by level over chains, not accounts: each chain carries its own amount and time, which
-    the account-wise search (:func:`~evidence_graph.follow.follow_money`, fewest hops) would merge.
-    A level keeps at most :data:`CHAIN_FRONTIER` chains (the latest first, then by event id)."""
+    Level by level over chains, not accounts; a level keeps at most :data:`CHAIN_FRONTIER` chains
+    (the latest first, then by event id). Not the shared temporal search
+    (:func:`~evidence_graph.follow.follow_money`), which answers another question:
+
+    * it judges an account's inflows together, as parts of one sum (their running total within
+      what the account sent on: ``amount_tolerance``), or each from below only (``min_share``);
+      here each inflow is an alternative source of the money, judged alone by both bounds of
+      ``passes_on``. With the band as ``min_share`` and ``amount_tolerance`` it keeps only the
+      latest of two pass-through inflows and misses a longer chain through the earlier one (fewer
+      hops for 3 of the 207 transfers with a chain in ``generate(accounts=300, days=3, seed=5)``);
+    * it keeps one time and one amount per account (its fewest hops), where chains through the
+      same account each carry their own."""
     # a chain: (account its money came into, the time it arrived, cents that arrived, accounts on it)
     frontier = [(payer, t, paid, frozenset((payer,)))]
     hops = 0
@@ -301,7 +307,7 @@ def graph_feature_rows(
     events: Sequence[TransactionEvent],
     store: GraphStore | None = None,
     *,
-    neighbor_cap: int = FEATURE_NEIGHBOR_CAP,
+    neighbor_cap: int = GRAPH_FEATURE_NEIGHBOR_CAP,
 ) -> list[Mapping[str, float]]:
     """Graph features of every event, in batch (training): each as of itself against the full graph
     (``store``, else an in-memory graph of ``events``). Identical to computing them while the graph

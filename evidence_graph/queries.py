@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from auditflow.limits import DEFAULT_FANOUT_CAP, DEFAULT_HOP_HORIZON, MAX_TRACE_HOPS
+from auditflow.limits import DEFAULT_FANOUT_CAP, MAX_TRACE_HOPS, TRACE_HOP_HORIZON
 from auditflow.money import usd_cents
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore, check_window
@@ -34,7 +34,7 @@ def money_paths(
     max_hops: int = MAX_TRACE_HOPS,
     *,
     window: tuple[datetime | None, datetime | None] | None = None,
-    hop_horizon: timedelta | None = DEFAULT_HOP_HORIZON,
+    hop_horizon: timedelta | None = TRACE_HOP_HORIZON,
     fanout_cap: int = DEFAULT_FANOUT_CAP,
     budget: Budget = Budget(),
     limit: int = MAX_PATHS,

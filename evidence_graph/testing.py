@@ -79,12 +79,6 @@ def fan_out(
     return _from_pairs([(hub, x) for x in leaves], prefix, start, laundering)
 
 
-def fan_in(
-    hub: str, leaves: Sequence[str], *, prefix: str = "fi", start: int = 0, laundering: bool = False
-):
-    return _from_pairs([(x, hub) for x in leaves], prefix, start, laundering)
-
-
 def scatter_gather(
     source: str,
     mids: Sequence[str],

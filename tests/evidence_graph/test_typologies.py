@@ -184,7 +184,9 @@ def test_fan_in() -> None:
     events = [*everyday(["S", *(f"P{i}" for i in range(7))]),
               *(move(f"fi{i}", f"P{i}", "S", 300 + 45 * i, 900 + 11 * i) for i in range(7))]
     (m,) = detect(events, "P2")
-    assert m.typology == "fan-in" and len(m.event_ids) == 7
+    assert m.typology == "fan-in" and short(m.accounts) == ("P0", "P1", "P2", "P3", "P4", "P5", "P6", "S")
+    assert m.event_ids == tuple(f"fi{i}" for i in range(7)) and m.hops == (m.event_ids,)
+    assert detect(events, "S") == [m]  # the same instance from the payee
 
 
 def cycle_events(names_, amount: float = 9000, gap: int = 90, fee: float = 0.02):
