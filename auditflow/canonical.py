@@ -39,9 +39,36 @@ class CanonicalJSONError(ValueError):
     """The value has no RFC 8785 form (NaN, an integer beyond 2**53, a non-JSON type)."""
 
 
+#: JSON's exact integer range: JCS refuses integers beyond it.
+_EXACT_INT = 2**53 - 1
+
+
+def _plain(obj: Any) -> bool:
+    """Whether the standard encoder's bytes of ``obj`` (keys sorted, no whitespace, UTF-8) are
+    already its RFC 8785 bytes: no floats (their forms differ), integers within the exact range,
+    keys in ASCII (sorted alike by code point and by UTF-16 unit); strings are escaped alike."""
+    t = type(obj)
+    if t is str or t is bool or obj is None:
+        return True
+    if t is int:
+        return -_EXACT_INT <= obj <= _EXACT_INT
+    if t is list or t is tuple:
+        return all(map(_plain, obj))
+    if t is dict:
+        return all(type(k) is str and k.isascii() and _plain(v) for k, v in obj.items())
+    return False
+
+
 def canonical_json(obj: Any) -> bytes:
     """The RFC 8785 bytes of ``obj`` (dicts with string keys, lists or tuples, str, int, float,
-    bool, None)."""
+    bool, None). Values without floats (ids, strings, small integers: trace ids over thousands
+    of event ids) are encoded by ``json``, whose bytes are then the same and come several times
+    faster; everything else by the ``rfc8785`` library."""
+    if _plain(obj):
+        try:
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+        except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form: the library says so below
+            pass
     try:
         return rfc8785.dumps(obj)
     except rfc8785.CanonicalizationError as e:

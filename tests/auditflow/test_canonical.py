@@ -6,6 +6,9 @@ import hashlib
 import json
 
 import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditflow.canonical import CanonicalJSONError, canonical_json, canonical_sha256
 from auditflow.records import trace_id_for
@@ -59,3 +62,32 @@ def test_trace_id_is_the_sha256_of_the_jcs_text_written_out_by_hand():
     params = {"direction": "out", "max_hops": 5}
     text = b'{"edges":["tx-1","tx-2"],"params":{"direction":"out","max_hops":5},"root":"010/A"}'
     assert trace_id_for("010/A", params, ["tx-2", "tx-1"]) == "trace-" + hashlib.sha256(text).hexdigest()[:16]
+
+
+# Any JSON value: strings of every code point (lone surrogates and controls too), keys ASCII or
+# not, integers inside and beyond the exact range, floats.
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.text() | st.floats(allow_nan=True) | st.integers(-2**60, 2**60),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_json_values)
+@settings(max_examples=400, deadline=None)
+def test_canonical_json_is_the_rfc8785_library_on_any_value(value):
+    """The encoder takes the standard library's bytes where they are the canonical ones: checked
+    against the ``rfc8785`` library itself on arbitrary values (same bytes, or both refuse)."""
+    try:
+        expected = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(CanonicalJSONError):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == expected
+
+
+def test_canonical_json_of_escapes_and_non_ascii_strings():
+    value = {"root": "001/8000\u00e9\u2028", "edges": ["\x00\x1f\x7f\"\\/", "\U0001f600"], "n": 2**53 - 1}
+    assert canonical_json(value) == rfc8785.dumps(value)
+    with pytest.raises(CanonicalJSONError):
+        canonical_json({"root": "\ud800"})  # a lone surrogate has no UTF-8 form
