@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 WEB_STAMP := web/node_modules/.installed
 
-.PHONY: setup browser demo test test-unit services-up services-down services-status bench bench-model clean
+.PHONY: setup browser demo lint test test-unit services-up services-down services-status bench bench-model clean
 
 setup: $(STAMP) $(WEB_STAMP)
 
@@ -40,9 +40,17 @@ browser:
 demo: setup
 	$(VENV)/bin/auditflow demo
 
+# The core and the app layer: ruff (lint and format check) and mypy, configured in pyproject.toml;
+# the layering contracts run as a test (tests/test_import_contracts.py).
+LINTED := auditflow auditflow_app
+lint: setup
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
+
 # The whole suite against real services: Kafka, Neo4j and a Flink session cluster are started
 # by deploy/services and stopped afterwards, whatever the outcome.
-test: setup browser
+test: setup browser lint
 	@set -e; \
 	trap 'deploy/services down || true' EXIT; \
 	deploy/services up; \

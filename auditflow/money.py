@@ -21,7 +21,7 @@ auditflow.errors.FieldError: Amount Paid='11111111111111111': more than 16 digit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from decimal import Decimal
 
 from auditflow.errors import FieldError
 
@@ -182,11 +182,51 @@ USD_RATES: dict[str, Decimal] = {
 }
 
 
+def round_half_even(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` rounded to an integer, ties to the even one (banker's rounding,
+    as ``Decimal.quantize`` with ``ROUND_HALF_EVEN``), exactly (``denominator >= 1``).
+
+    >>> [round_half_even(n, 10) for n in (5, 15, 16, -5, -15, -14)]
+    [0, 2, 2, 0, -2, -1]
+    """
+    q, r = divmod(numerator, denominator)  # floor division: 0 <= r < denominator, for either sign
+    twice = r + r
+    if twice > denominator or (twice == denominator and q & 1):
+        q += 1
+    return q
+
+
+def _usd_cent_factors() -> dict[str, tuple[int, int]]:
+    """Per currency, ``(numerator, denominator)`` with US cents = units * numerator / denominator
+    exactly: the reference rate (:data:`USD_RATES`) times 100 over the currency's scale."""
+    out = {}
+    for currency, (_, scale) in CURRENCIES.items():
+        sign, digits, exp = (USD_RATES[currency] * 100).as_tuple()
+        num = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+        den = 10**scale
+        if isinstance(exp, int) and exp >= 0:
+            num *= 10**exp
+        else:
+            den *= 10 ** (-int(exp))
+        out[currency] = (num, den)
+    return out
+
+
+#: Per currency: ``(numerator, denominator)`` of its exact US-cent value per unit
+#: (:func:`_usd_cent_factors`), the one form of :data:`USD_RATES` the conversions compute with.
+USD_CENT_FACTORS: dict[str, tuple[int, int]] = _usd_cent_factors()
+
+
 def usd_cents(m: Money) -> int:
-    """Exact conversion to integer US cents (banker's rounding); exact for every amount
-    :func:`parse_amount` accepts (at most :data:`MAX_UNIT_DIGITS` digits of units)."""
-    usd = m.to_decimal() * USD_RATES[m.currency]
-    return int((usd * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    """Exact conversion to integer US cents at the reference rate (banker's rounding), in integer
+    arithmetic: ``round_half_even(units * numerator, denominator)`` with the currency's
+    :data:`USD_CENT_FACTORS`; no decimal context involved, exact for any amount.
+
+    >>> usd_cents(Money("Euro", 50)), usd_cents(Money("Euro", 150)), usd_cents(Money("Bitcoin", 1000))
+    (58, 176, 12)
+    """
+    num, den = USD_CENT_FACTORS[m.currency]
+    return round_half_even(m.units * num, den)
 
 
 #: Integer units and US-cent values have at most this many digits: they fit a signed 64-bit
@@ -196,11 +236,10 @@ MAX_INTEGER_DIGITS = 18
 
 def _max_unit_digits(currency: str) -> int:
     """The most digits of units every value of which has a US-cent value of at most
-    :data:`MAX_INTEGER_DIGITS` digits (computed exactly, in a context wide enough for it)."""
+    :data:`MAX_INTEGER_DIGITS` digits (computed exactly)."""
     d = MAX_INTEGER_DIGITS
-    with localcontext(prec=60):
-        while d > 0 and usd_cents(Money(currency, 10**d - 1)) >= 10**MAX_INTEGER_DIGITS:
-            d -= 1
+    while d > 0 and usd_cents(Money(currency, 10**d - 1)) >= 10**MAX_INTEGER_DIGITS:
+        d -= 1
     return d
 
 

@@ -5,13 +5,18 @@ run's alerts and reports, read-only, authenticated, bounded.
   the evidence graph and read the run's files. There is no raw Cypher endpoint: nothing a caller
   sends becomes query text -- account ids are validated (``422`` naming the field) and travel as
   query parameters.
-* **Tokens.** Every route but ``/health`` and the web view's static files (``/view/``, below) needs ``Authorization: Bearer <token>``, one of
-  ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared in constant time against every configured token
-  (:func:`hmac.compare_digest`); a missing or wrong token is ``401``.
-* **Bounds.** Each query runs under ``AUDITFLOW_ANALYST_TIMEOUT_S`` (the trace's time budget and
-  the Neo4j transaction timeout; past it, ``504``); pages hold at most
-  ``AUDITFLOW_ANALYST_MAX_RESULTS`` items (``limit`` above it is ``422``), ``offset``/``limit``
-  paginate and each page says the ``total`` and the ``next_offset``.
+* **Tokens.** Every route but ``/health`` and the web view's static files (``/view/``, below)
+  needs ``Authorization: Bearer <token>``, one of ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared
+  in constant time against every configured token (:func:`hmac.compare_digest`); a missing or
+  wrong token is ``401``.
+* **Bounds.** Each request runs under its own budget of ``AUDITFLOW_ANALYST_TIMEOUT_S`` (past
+  it, ``504``): the trace's time budget, and each store call's (the Neo4j transaction timeout is
+  what is left of it). A query past its budget is abandoned: its next store call raises, so it
+  stops there, and it holds nothing another query waits on (queries read the store side by side,
+  see :class:`StoreAccess`): one slow query does not make the next ones time out. Pages hold at
+  most ``AUDITFLOW_ANALYST_MAX_RESULTS`` items (``limit`` above it is ``422``), ``offset``/``limit``
+  paginate and each page says the ``total`` and the ``next_offset``. ``hops`` and ``max_hops``
+  default to ``AUDITFLOW_TRACE_HOPS``, like the command line's.
 
 The web view (``/view/``)
     An alert's evidence drawn as a graph (cytoscape.js, from ``web/``'s npm lock file, installed
@@ -35,9 +40,15 @@ The web view (``/view/``)
     The view's data call is ``GET /evidence?alert_id=ID``: the alert's evidence as its report
     shows it (the trace and the typology findings of :func:`auditflow_app.flow.trace_and_typologies`)
     with the transfers of the findings, at most ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as
-    many transfers (what was left out is counted), under the same timeout. Amounts travel as the
-    exact integer ``units`` (a string of digits: JSON numbers in a browser are doubles) with their
-    ``scale``; the page formats them with string arithmetic, never floats.
+    many transfers (what was left out is counted), under the same timeout
+    (:func:`auditflow_app.views.evidence_view`). Amounts travel as the exact integer ``units`` (a
+    string of digits: JSON numbers in a browser are doubles) with their ``scale``; the page formats
+    them with string arithmetic, never floats.
+
+The routes, one router per resource: the graph queries (:func:`graph_router`), the run's alerts
+(:func:`alerts_router`) and reports (:func:`reports_router`), an alert's evidence
+(:func:`evidence_router`), all behind the token; the web view's files (:func:`view_router`) and
+``/health`` without. What they share (settings, the store, the budget) is one :class:`Analyst`.
 """
 
 from __future__ import annotations
@@ -46,28 +57,32 @@ import asyncio
 import hmac
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from auditflow.errors import FieldError
 from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
-from auditflow.money import CURRENCIES, Money
-from auditflow.records import AccountRef, Alert, ts_to_wire
+from auditflow.records import AccountRef, TransactionEvent
+from auditflow_app import flow, views
 from auditflow_app.settings import Settings
+from evidence_graph.store import Direction, Expansion, GraphEdge, GraphStore, MicrosExpansion
 
 _bearer = HTTPBearer(auto_error=False)
 Limit = Annotated[int, Query(ge=1, description="items per page (at most AUDITFLOW_ANALYST_MAX_RESULTS)")]
 Offset = Annotated[int, Query(ge=0)]
 DEFAULT_PAGE = 100  # items per page when no limit is given (at most the cap)
-Hops = Annotated[int, Query(ge=1, le=MAX_TRACE_HOPS)]
+Hops = Annotated[int | None, Query(ge=1, le=MAX_TRACE_HOPS, description="[default: AUDITFLOW_TRACE_HOPS]")]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+T = TypeVar("T")
 
 
 def _account(node_id: str) -> str:
@@ -84,6 +99,10 @@ def _when(text: str | None, name: str) -> datetime | None:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M")
     except ValueError:
         raise HTTPException(422, f"{name}={text[:40]!r}: expected YYYY-MM-DDTHH:MM") from None
+
+
+def _window(lo: datetime | None, hi: datetime | None) -> tuple[datetime | None, datetime | None] | None:
+    return (lo, hi) if lo or hi else None
 
 
 def _page(items: list, offset: int, limit: int) -> dict[str, Any]:
@@ -103,9 +122,11 @@ VIEW_FILES = {
 }
 #: The page may load scripts and styles from this server and talk to it, and nothing else.
 VIEW_HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
-                                "frame-ancestors 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
@@ -113,207 +134,306 @@ VIEW_HEADERS = {
 AlertId = Annotated[str, Query(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")]
 
 
-def _money_view(m: Money) -> dict[str, Any]:
-    """An amount as the view gets it: exact integer units (as a string of digits) and scale."""
-    return {"units": str(m.units), "scale": m.scale, "currency": m.currency, "code": CURRENCIES[m.currency][0]}
+# ---------------------------------------------------------------------------- the store, shared
 
 
-def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = None) -> FastAPI:
-    """The API over ``settings``' graph (or ``store``, for tests) and run folder; the web view's
-    files from ``web_dir`` (default :data:`WEB_DIR`)."""
-    from auditflow_app import flow
-    from evidence_graph import Budget, detect_typologies, trace_evidence
-    from evidence_graph.queries import money_paths, neighborhood
+class QueryTimeout(TimeoutError):
+    """A request's budget ran out: it was answered ``504`` and its query stops at its next store
+    call. Not a :class:`~evidence_graph.store.GraphQueryTimeout`, which a trace turns into a cut
+    and carries on from: an abandoned query has nothing left to answer."""
 
-    tokens = [t.get_secret_value().encode() for t in settings.analyst_tokens()]
-    if not tokens:
-        raise ValueError("AUDITFLOW_ANALYST_TOKENS_FILE holds no token")
-    graph = store if store is not None else flow.open_graph(settings)
-    lock = threading.Lock()  # one store object, one query at a time
-    cap, timeout = settings.analyst_max_results, settings.analyst_timeout_s
-    paths = flow.RunPaths.under(settings.out_dir)
-    app = FastAPI(title="auditflow analyst API", version="1", description=__doc__)
 
-    def authorized(cred: Credentials) -> None:
+class BudgetedStore(GraphStore):
+    """One query's read-only view of the API's store: every call first checks the query's
+    ``deadline`` (:func:`time.monotonic` seconds; past it, :class:`QueryTimeout`) and gives the
+    backend at most the time left (Neo4j: the transaction timeout). Writes are refused."""
+
+    def __init__(self, store: GraphStore, deadline: float) -> None:
+        self.store, self.deadline = store, deadline
+        self.backend = store.backend  # what a trace records
+
+    def time_left(self) -> float:
+        """Seconds left of the budget; :class:`QueryTimeout` when none are."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise QueryTimeout("the query's time budget ran out")
+        return left
+
+    def add_transactions(self, events: Iterable[TransactionEvent]) -> int:
+        raise TypeError("the analyst API only reads the graph")
+
+    def node_count(self) -> int:
+        self.time_left()
+        return self.store.node_count()
+
+    def edge_count(self) -> int:
+        self.time_left()
+        return self.store.edge_count()
+
+    def has_node(self, node_id: str) -> bool:
+        self.time_left()
+        return self.store.has_node(node_id)
+
+    def _expand(
+        self, requests: Sequence[Expansion], direction: Direction, limit: int | None, timeout: float | None
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        left = self.time_left()
+        return self.store.expand(requests, direction, limit, timeout=left if timeout is None else min(timeout, left))
+
+    def _expand_micros(
+        self, requests: Sequence[MicrosExpansion], direction: Direction, limit: int | None, timeout: float | None
+    ) -> Mapping[str, tuple[GraphEdge, ...]]:
+        left = self.time_left()
+        return self.store.expand_micros(
+            requests, direction, limit, timeout=left if timeout is None else min(timeout, left)
+        )
+
+
+class StoreAccess:
+    """How the API's requests share its one store object: side by side, each through its own
+    :class:`BudgetedStore`, so that a query past its budget holds up no other.
+
+    Reads never change a store. The embedded store (one with ``reload``) changes its indexes when
+    it takes in what the stream job appended since, so a query reloads it first only when no other
+    query is reading it (one still running, if past its budget, until its next store call): a query
+    that starts beside others reads the graph as of the last reload. The lock guarding the count of
+    readers and the reload is taken within the query's budget and never held while a query runs.
+    The Neo4j store has no ``reload``: each of its calls opens its own session on the driver, which
+    is thread-safe (sessions are not, and are not shared)."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self._reload: Callable[[], Any] | None = getattr(store, "reload", None)
+        self._lock = threading.Lock()
+        self._readers = 0
+
+    @contextmanager
+    def reading(self, deadline: float) -> Iterator[BudgetedStore]:
+        """The store for one query with budget up to ``deadline`` (:func:`time.monotonic`)."""
+        if not self._lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            raise QueryTimeout("the store's reload outlasted the query's time budget")
+        try:
+            if self._reload is not None and self._readers == 0:
+                self._reload()  # what the stream job appended since
+            self._readers += 1
+        finally:
+            self._lock.release()
+        try:
+            yield BudgetedStore(self.store, deadline)
+        finally:
+            with self._lock:
+                self._readers -= 1
+
+
+class Analyst:
+    """What the routers share: the settings, the run's files, the store and the per-request budget
+    (``AUDITFLOW_ANALYST_TIMEOUT_S``), the page cap (``AUDITFLOW_ANALYST_MAX_RESULTS``) and the
+    accepted tokens."""
+
+    def __init__(self, settings: Settings, store: GraphStore, tokens: Sequence[bytes]) -> None:
+        self.settings = settings
+        self.access = StoreAccess(store)
+        self.tokens = tuple(tokens)
+        self.cap, self.timeout = settings.analyst_max_results, settings.analyst_timeout_s
+        self.paths = flow.RunPaths.under(settings.out_dir)
+
+    def authorized(self, cred: Credentials) -> None:
+        """The routers' dependency: ``401`` unless the bearer token is one of the accepted ones."""
         given = (cred.credentials if cred is not None else "").encode()
         ok = False
-        for t in tokens:  # every token compared, in constant time: no early exit to time
+        for t in self.tokens:  # every token compared, in constant time: no early exit to time
             ok |= hmac.compare_digest(given, t)
         if cred is None or not ok:
             raise HTTPException(401, "missing or wrong token", headers={"WWW-Authenticate": "Bearer"})
 
-    async def run(call: Callable[[], Any]) -> Any:
-        def locked() -> Any:
-            with lock:
-                reload = getattr(graph, "reload", None)
-                if reload is not None:
-                    reload()  # what the stream job appended since
-                return call()
+    def check_limit(self, limit: int | None) -> int:
+        if limit is None:
+            return min(self.cap, DEFAULT_PAGE)
+        if limit > self.cap:
+            raise HTTPException(422, f"limit={limit}: at most {self.cap} (AUDITFLOW_ANALYST_MAX_RESULTS)")
+        return limit
 
+    async def run(self, work: Callable[[float], T]) -> T:
+        """``work(deadline)`` in a worker thread within the request's budget: past it, ``504``
+        (the worker, abandoned, stops at its next store call); ``ValueError``, ``422``."""
+        deadline = time.monotonic() + self.timeout
         try:
-            return await asyncio.wait_for(asyncio.to_thread(locked), timeout)
-        except asyncio.TimeoutError:
-            raise HTTPException(504, f"query ran past the {timeout:g} s limit") from None
+            return await asyncio.wait_for(asyncio.to_thread(work, deadline), max(deadline - time.monotonic(), 0))
+        except TimeoutError:  # asyncio's, QueryTimeout, a backend's GraphQueryTimeout
+            raise HTTPException(504, f"query ran past the {self.timeout:g} s limit") from None
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
 
-    def check_limit(limit: int | None) -> int:
-        if limit is None:
-            return min(cap, DEFAULT_PAGE)
-        if limit > cap:
-            raise HTTPException(422, f"limit={limit}: at most {cap} (AUDITFLOW_ANALYST_MAX_RESULTS)")
-        return limit
+    async def query(self, call: Callable[[GraphStore], T]) -> T:
+        """:meth:`run` of ``call(store)``, the store read within the request's budget."""
 
-    auth = [Depends(authorized)]
+        def work(deadline: float) -> T:
+            with self.access.reading(deadline) as store:
+                return call(store)
 
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+        return await self.run(work)
 
-    @app.get("/trace", dependencies=auth)
-    async def trace(account: str, direction: str = "out", hops: Hops = 5,
-                    start: str | None = None, end: str | None = None, offset: Offset = 0, limit: Limit | None = None):
+
+# ---------------------------------------------------------------------------- the routers
+
+
+def graph_router(api: Analyst) -> APIRouter:
+    """The graph queries, the ``auditflow graph`` commands' JSON: ``/trace``, ``/paths``,
+    ``/neighborhood``, ``/typologies``."""
+    from evidence_graph import Budget, detect_typologies, trace_evidence
+    from evidence_graph.queries import money_paths, neighborhood
+
+    router = APIRouter()
+    settings, cap = api.settings, api.cap
+
+    @router.get("/trace")
+    async def trace(
+        account: str,
+        direction: str = "out",
+        hops: Hops = None,
+        start: str | None = None,
+        end: str | None = None,
+        offset: Offset = 0,
+        limit: Limit | None = None,
+    ):
         """Where the money of an account went (``out``) or came from (``in``): a page of its nodes,
         and every edge, cut and hub of the trace."""
-        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), check_limit(limit)
-        budget = Budget(max_seconds=timeout)
-        t = await run(lambda: trace_evidence(graph, node, hops, direction, settings.trace_fanout_cap,
-                                             (lo, hi) if lo or hi else None, budget=budget))
+        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), api.check_limit(limit)
+        budget = Budget(max_seconds=api.timeout)
+        t = await api.query(
+            lambda store: trace_evidence(
+                store,
+                node,
+                hops or settings.trace_hops,
+                direction,
+                settings.trace_fanout_cap,
+                _window(lo, hi),
+                budget=budget,
+            )
+        )
         d = t.to_dict()
         nodes = d.pop("nodes")
         return {**d, "nodes": _page(nodes, offset, limit)}
 
-    @app.get("/paths", dependencies=auth)
-    async def paths_(source: str, target: str, max_hops: Hops = 5,
-                     start: str | None = None, end: str | None = None, offset: Offset = 0, limit: Limit | None = None):
+    @router.get("/paths")
+    async def paths_(
+        source: str,
+        target: str,
+        max_hops: Hops = None,
+        start: str | None = None,
+        end: str | None = None,
+        offset: Offset = 0,
+        limit: Limit | None = None,
+    ):
         """Time-ordered money paths from ``source`` to ``target``, fewest hops first."""
-        a, b, lo, hi, limit = _account(source), _account(target), _when(start, "start"), _when(end, "end"), check_limit(limit)
-        found = await run(lambda: money_paths(graph, a, b, max_hops, window=(lo, hi) if lo or hi else None,
-                                              budget=Budget(max_seconds=timeout), limit=cap))
-        items = [[{"event_id": e.event_id, "src": e.src, "dst": e.dst, "amount": str(e.amount_paid.to_decimal()),
-                   "currency": e.amount_paid.currency, "timestamp": e.timestamp.strftime("%Y-%m-%dT%H:%M")}
-                  for e in p] for p in found]
-        return _page(items, offset, limit)
+        a, b, lo, hi = _account(source), _account(target), _when(start, "start"), _when(end, "end")
+        limit = api.check_limit(limit)
+        found = await api.query(
+            lambda store: money_paths(
+                store,
+                a,
+                b,
+                max_hops or settings.trace_hops,
+                window=_window(lo, hi),
+                budget=Budget(max_seconds=api.timeout),
+                limit=cap,
+            )
+        )
+        return _page(views.paths_view(found), offset, limit)
 
-    @app.get("/neighborhood", dependencies=auth)
-    async def neighborhood_(account: str, start: str | None = None, end: str | None = None,
-                            offset: Offset = 0, limit: Limit | None = None):
+    @router.get("/neighborhood")
+    async def neighborhood_(
+        account: str, start: str | None = None, end: str | None = None, offset: Offset = 0, limit: Limit | None = None
+    ):
         """An account's counterparties, most money first."""
-        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), check_limit(limit)
-        nb = await run(lambda: neighborhood(graph, node, window=(lo, hi) if lo or hi else None, limit=cap))
-        items = [{"counterparty": r.counterparty, "sent": r.sent, "sent_usd_cents": r.sent_usd_cents,
-                  "received": r.received, "received_usd_cents": r.received_usd_cents,
-                  "first": r.first.strftime("%Y-%m-%dT%H:%M"), "last": r.last.strftime("%Y-%m-%dT%H:%M")}
-                 for r in nb.rows]
-        return {**_page(items, offset, limit), "truncated": nb.truncated}
+        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), api.check_limit(limit)
+        nb = await api.query(lambda store: neighborhood(store, node, window=_window(lo, hi), limit=cap))
+        return {**_page([views.counterparty_view(r) for r in nb.rows], offset, limit), "truncated": nb.truncated}
 
-    @app.get("/typologies", dependencies=auth)
-    async def typologies(account: str, start: str | None = None, end: str | None = None,
-                         offset: Offset = 0, limit: Limit | None = None):
+    @router.get("/typologies")
+    async def typologies(
+        account: str, start: str | None = None, end: str | None = None, offset: Offset = 0, limit: Limit | None = None
+    ):
         """The typology instances an account takes part in."""
-        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), check_limit(limit)
-        found = await run(lambda: detect_typologies(graph, node, (lo, hi) if lo or hi else None))
+        node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), api.check_limit(limit)
+        found = await api.query(lambda store: detect_typologies(store, node, _window(lo, hi)))
         return _page([m.to_dict() for m in found], offset, limit)
 
-    def _lines(path: Path) -> list[dict]:
-        return read_json_lines(path, missing_ok=True)
+    return router
 
-    @app.get("/alerts", dependencies=auth)
+
+def alerts_router(api: Analyst) -> APIRouter:
+    """The run's alerts: ``/alerts``."""
+    router = APIRouter()
+
+    @router.get("/alerts")
     async def alerts(offset: Offset = 0, limit: Limit | None = None):
         """The run's alerts (``OUT_DIR/alerts.jsonl``), in file order."""
-        limit = check_limit(limit)
-        return _page(await run(lambda: _lines(paths.alerts)), offset, limit)
+        limit = api.check_limit(limit)
+        return _page(await api.run(lambda _: read_json_lines(api.paths.alerts, missing_ok=True)), offset, limit)
 
-    @app.get("/reports", dependencies=auth)
+    return router
+
+
+def reports_router(api: Analyst) -> APIRouter:
+    """The run's report manifests: ``/reports``."""
+    router = APIRouter()
+
+    @router.get("/reports")
     async def reports(offset: Offset = 0, limit: Limit | None = None):
         """The run's report manifests (``OUT_DIR/reports/*.manifest.json``), by name."""
-        limit = check_limit(limit)
+        limit = api.check_limit(limit)
 
-        def manifests() -> list[dict]:
-            folder = paths.reports_dir
-            return [json.loads(p.read_text()) for p in sorted(folder.glob("*.manifest.json"))] if folder.is_dir() else []
+        def manifests(_: float) -> list[dict]:
+            folder = api.paths.reports_dir
+            if not folder.is_dir():
+                return []
+            return [json.loads(p.read_text()) for p in sorted(folder.glob("*.manifest.json"))]
 
-        return _page(await run(manifests), offset, limit)
+        return _page(await api.run(manifests), offset, limit)
 
-    def alert_row(alert_id: str) -> dict | None:
-        for d in _lines(paths.alerts):
-            if d.get("alert_id") == alert_id:
-                return d
-        return None
+    return router
 
-    @app.get("/evidence", dependencies=auth)
+
+def evidence_router(api: Analyst) -> APIRouter:
+    """An alert's evidence, the web view's data: ``/evidence``."""
+    router = APIRouter()
+
+    @router.get("/evidence")
     async def evidence(alert_id: AlertId):
         """An alert's evidence as its report shows it (the web view's data): the trace from the
         alert's account and the typology findings around it, with the findings' transfers; at
         most the result cap of accounts and of transfers (``omitted`` counts the rest)."""
-        from evidence_graph.typologies import TYPOLOGY_NEIGHBOR_CAP
 
-        row = await run(lambda: alert_row(alert_id))
-        if row is None:
+        def build(deadline: float) -> dict[str, Any] | None:
+            row = flow.find_alert_row(api.paths.alerts, alert_id)
+            if row is None:
+                return None
+            alert = flow.alert_from_row(row)
+            with api.access.reading(deadline) as store:
+                return views.evidence_view(flow.alert_evidence(store, alert, api.settings), api.cap)
+
+        found = await api.run(build)
+        if found is None:
             raise HTTPException(404, f"no alert {alert_id!r} in the run's alerts.jsonl")
-        alert = Alert.from_dict({k: row[k] for k in ("schema", "alert_id", "event", "score", "threshold",
-                                                      "model_digest", "features")})
+        return found
 
-        def build() -> dict[str, Any]:
-            trace, matches = flow.trace_and_typologies(graph, alert, settings)
-            edges: dict[str, dict[str, Any]] = {}
-            for e in trace.edges:
-                edges[e.event_id] = {"event_id": e.event_id, "src": e.src, "dst": e.dst, "hop": e.hop,
-                                     "timestamp": ts_to_wire(e.timestamp), **_money_view(e.amount_paid)}
-            wanted = {eid for m in matches for eid in m.event_ids} - edges.keys()
-            if wanted:  # the findings' transfers the trace did not cross, read as the detector did
-                t, around = alert.event.timestamp, settings.typology_window
-                members = sorted({a for m in matches for a in m.accounts})
-                found = graph.expand([(a, t - around, t + around) for a in members], "out", TYPOLOGY_NEIGHBOR_CAP)
-                for a in members:
-                    for g in found[a]:
-                        if g.event_id in wanted and g.event_id not in edges:
-                            edges[g.event_id] = {"event_id": g.event_id, "src": g.src, "dst": g.dst, "hop": None,
-                                                 "timestamp": ts_to_wire(g.timestamp), **_money_view(g.amount_paid)}
-            depth = {n.node_id: n for n in trace.nodes}
-            member_of: dict[str, list[int]] = {}
-            for i, m in enumerate(matches):
-                for a in m.accounts:
-                    member_of.setdefault(a, []).append(i)
-            # the root, then the typology members, then the trace's nodes in its order, up to the cap
-            order = list(dict.fromkeys([trace.root, *sorted(member_of), *(n.node_id for n in trace.nodes)]))
-            shown = order[:cap]
-            kept = set(shown)
-            shown_edges = [e for e in edges.values() if e["src"] in kept and e["dst"] in kept]
-            hubs = set(trace.hubs)
-            nodes = [{"id": n, "hop": depth[n].hop_depth if n in depth else None,
-                      "upstream": list(depth[n].upstream_ids) if n in depth else [],
-                      "root": n == trace.root, "hub": n in hubs, "typologies": member_of.get(n, [])}
-                     for n in shown]
-            return {
-                "alert": {"alert_id": alert.alert_id, "account": alert.account.node_id,
-                          "event_id": alert.event.event_id, "timestamp": ts_to_wire(alert.event.timestamp),
-                          "score": alert.score, "threshold": alert.threshold,
-                          "amount": _money_view(alert.event.amount_paid)},
-                "trace": {"trace_id": trace.trace_id, "root": trace.root, "direction": trace.direction,
-                          "max_hops": trace.max_hops, "truncated": trace.truncated, "hubs": list(trace.hubs),
-                          "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in trace.cuts],
-                          "window_start": ts_to_wire(trace.window_start) if trace.window_start else None,
-                          "window_end": ts_to_wire(trace.window_end) if trace.window_end else None},
-                "typologies": [m.to_dict() for m in matches],
-                "nodes": nodes,
-                "edges": shown_edges[:cap],
-                "omitted": {"nodes": len(order) - len(shown), "edges": len(edges) - min(len(shown_edges), cap)},
-            }
+    return router
 
-        return await run(build)
 
-    web = (web_dir if web_dir is not None else WEB_DIR).resolve()
+def view_router(web: Path) -> APIRouter:
+    """The web view's static files under ``/view/``, from ``web`` (public: they hold no data)."""
+    router = APIRouter()
 
-    @app.get("/view", include_in_schema=False)
+    @router.get("/view", include_in_schema=False)
     def view_root() -> RedirectResponse:
         return RedirectResponse("view/", status_code=307)  # relative: the page's own links resolve under it
 
-    @app.get("/view/", include_in_schema=False)
+    @router.get("/view/", include_in_schema=False)
     def view_page() -> FileResponse:
         return view_file("index.html")
 
-    @app.get("/view/{name}", include_in_schema=False)
+    @router.get("/view/{name}", include_in_schema=False)
     def view_file(name: str) -> FileResponse:
         """The view's static files (public: they hold no data; every data call needs the token)."""
         if name not in VIEW_FILES:
@@ -321,9 +441,31 @@ def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = 
         rel, media = VIEW_FILES[name]
         path = web / rel
         if not path.is_file():
-            raise HTTPException(503, f"the web view is not installed ({rel} missing under web/): run make setup "
-                                     "(npm ci in web/)")
+            raise HTTPException(
+                503, f"the web view is not installed ({rel} missing under web/): run make setup (npm ci in web/)"
+            )
         return FileResponse(path, media_type=media, headers=VIEW_HEADERS)
+
+    return router
+
+
+def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = None) -> FastAPI:
+    """The API over ``settings``' graph (or ``store``, for tests) and run folder; the web view's
+    files from ``web_dir`` (default :data:`WEB_DIR`)."""
+    tokens = [t.get_secret_value().encode() for t in settings.analyst_tokens()]
+    if not tokens:
+        raise ValueError("AUDITFLOW_ANALYST_TOKENS_FILE holds no token")
+    api = Analyst(settings, store if store is not None else flow.open_graph(settings), tokens)
+    app = FastAPI(title="auditflow analyst API", version="1", description=__doc__)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    auth = [Depends(api.authorized)]
+    for router in (graph_router(api), alerts_router(api), reports_router(api), evidence_router(api)):
+        app.include_router(router, dependencies=auth)
+    app.include_router(view_router((web_dir if web_dir is not None else WEB_DIR).resolve()))
 
     @app.exception_handler(FieldError)
     async def field_error(_: Request, e: FieldError) -> JSONResponse:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
@@ -19,12 +20,34 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from auditflow_app import flow
+from auditflow_app import flow, views
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow_app.settings import Settings
 
+if TYPE_CHECKING:
+    from ingest.kafka_io import ProducerOptions, ProduceSummary
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Streaming AML audit pipeline.")
 console = Console()
+
+
+def _print_version(asked: bool) -> None:
+    """``auditflow --version``: the installed distribution's version and, when it says more, the
+    code version reports record (``git describe`` of a checkout); then exit."""
+    if not asked:
+        return
+    from auditflow.version import code_version, distribution_version
+
+    version, code = distribution_version(), code_version()
+    typer.echo(f"auditflow {version}" + (f" (code {code})" if code != version else ""))
+    raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="print the version and exit")] = False) -> None:
+    # no docstring: the app's help stays "Streaming AML audit pipeline."
+    pass
 
 IMPORT_DIRNAME = "import"
 
@@ -348,9 +371,48 @@ def produce(
 ) -> None:
     """Stream a CSV into Kafka (keyed by sender, acks=all, in transactions); bad rows go to the DLQ.
     Run again after a crash, it goes on after the last committed line: nothing is sent twice."""
-    from ingest.kafka_io import produce_command
+    _produce_with_progress(from_, flow.producer_options(_settings(), topic), restart=restart)
 
-    produce_command(from_, topic, _settings(), restart=restart)
+
+def _produce_with_progress(file: Path, options: ProducerOptions, *, restart: bool = False) -> ProduceSummary:
+    """Produce (resumable) with a progress bar (rows read of the file's data lines, rate, dead
+    letters), then print the counts on one line."""
+    from rich.markup import escape
+    from rich.progress import MofNCompleteColumn, TimeRemainingColumn
+
+    from ingest.kafka_io import count_data_lines, produce_file
+
+    total = count_data_lines(file)
+    with Progress(
+        TextColumn("[bold]produce[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("dlq {task.fields[dlq]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        task = bar.add_task(escape(f"{Path(file).name} -> {options.topic}"), total=total or None, rate="", dlq=0)
+        t0 = time.perf_counter()
+
+        def on_progress(read: int, sent: int, dead: int) -> None:
+            dt = time.perf_counter() - t0
+            bar.update(task, completed=read, dlq=dead, rate=f"{read / dt:,.0f} rows/s" if dt > 0 else "")
+
+        summary = produce_file(file, options, progress=on_progress, restart=restart)
+        bar.update(task, total=summary.read, completed=summary.read)
+    if summary.skipped:
+        console.print(f"resumed: the first {summary.skipped} rows were committed by an earlier run and not sent again")
+    console.print(
+        f"[green]produced[/] {summary.produced} events to [bold]{escape(summary.topic)}[/] "
+        f"(partitions {', '.join(f'{p}: {n}' for p, n in summary.partitions.items()) or '-'}), "
+        f"{summary.dead_lettered} dead-lettered to [bold]{escape(summary.dlq_topic)}[/]; "
+        f"{summary.read} rows read in {summary.elapsed_s:.2f} s ({summary.events_per_s:,.0f} events/s)",
+        soft_wrap=True,
+    )
+    return summary
 
 
 job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")
@@ -529,10 +591,7 @@ def graph_paths(
     paths = _graph_query(lambda: flow.graph_paths(settings, source, target, max_hops=max_hops,
                                                   window=_window(start, end)))
     if json_:
-        console.print_json(json.dumps([[{"event_id": e.event_id, "src": e.src, "dst": e.dst,
-                                          "amount": str(e.amount_paid.to_decimal()), "currency": e.amount_paid.currency,
-                                          "timestamp": e.timestamp.strftime("%Y-%m-%dT%H:%M")} for e in p]
-                                        for p in paths]))
+        console.print_json(json.dumps(views.paths_view(paths)))
         return
     table = Table(title=f"money paths {source} -> {target}")
     for col in ("#", "hops", "accounts", "first", "last"):
@@ -553,11 +612,7 @@ def graph_neighborhood(
     settings = _settings(out_dir=out)
     nb = _graph_query(lambda: flow.graph_neighborhood(settings, account, window=_window(start, end)))
     if json_:
-        console.print_json(json.dumps({"account": nb.account, "truncated": nb.truncated, "counterparties": [
-            {"counterparty": r.counterparty, "sent": r.sent, "sent_usd_cents": r.sent_usd_cents,
-             "received": r.received, "received_usd_cents": r.received_usd_cents,
-             "first": r.first.strftime("%Y-%m-%dT%H:%M"), "last": r.last.strftime("%Y-%m-%dT%H:%M")}
-            for r in nb.rows]}))
+        console.print_json(json.dumps(views.neighborhood_view(nb)))
         return
     table = Table(title=f"counterparties of {nb.account}" + (" (cut)" if nb.truncated else ""))
     for col in ("counterparty", "sent", "USD sent", "received", "USD received", "first", "last"):
@@ -619,11 +674,11 @@ def serve_model(
     normal / background queue), /health, /ready, /metrics (Prometheus)."""
     import uvicorn
 
-    from model_service.service import app_from_settings
+    from auditflow_app.model_server import model_app
 
     settings = _settings(out_dir=out, model_dir=model_dir)
     try:
-        api = app_from_settings(settings)
+        api = model_app(settings)
     except (OSError, ValueError) as e:
         raise _fail(f"cannot load the model: {e}", code=2) from None
     host, _, port = settings.model_listen.rpartition(":")
@@ -815,13 +870,15 @@ def reference_build(
     """Freeze the drift reference of the events between --from and --to (or, re-sampling after a
     drift alert, of the windows it fired on): bins from their quantiles, segments, counts; named by
     its content hash (the reference id every drift record carries)."""
+    from pipelines.drift_views import drift_alert_range
+
     settings = _settings()
     model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
     if (from_alert is None) == (from_ is None or to is None) or (from_alert and (from_ or to)):
         raise _fail("give --from and --to, or --from-alert", code=2)
     try:
         if from_alert:
-            start, end = flow.drift_alert_range(flow.RunPaths.under(settings.out_dir).drift_alerts, from_alert)
+            start, end = drift_alert_range(flow.RunPaths.under(settings.out_dir).drift_alerts, from_alert)
         else:
             start, end = _when(from_, "--from"), _when(to, "--to")
         res = flow.build_reference(data, model_dir, settings, start, end, out_dir=out)
@@ -859,20 +916,22 @@ def drift_show(
 ) -> None:
     """The latest drift window per segment (worst status of its features, counts, the farthest
     feature), the drift alerts on it, and with --feature a PNG chart of that feature over time."""
+    from pipelines.drift_views import drift_chart, drift_series, drift_view, read_drift_records
+
     settings = _settings()
     records = records or settings.out_dir / "drift_scores.jsonl"
     alerts = alerts or settings.out_dir / "drift_alerts.jsonl"
     if not records.is_file():
         raise _fail(f"no drift records at {records} (run the stream job with AUDITFLOW_DRIFT_REFERENCE set)", code=2)
     try:
-        recs = flow.read_drift_records(records)
-        view = flow.drift_view(recs, flow.read_drift_records(alerts) if alerts.is_file() else [], metric=metric,
-                               at=_when(at, "--at") if at else None)
+        recs = read_drift_records(records)
+        view = drift_view(recs, read_drift_records(alerts) if alerts.is_file() else [], metric=metric,
+                          at=_when(at, "--at") if at else None)
         path = None
         if feature:
-            series = flow.drift_series(recs, feature, segment, metric)
-            path = flow.drift_chart(series, chart or settings.out_dir / "drift" / f"{feature}.png",
-                                    title=f"{metric} of {feature} in {segment} (reference {series[0]['reference_id']})")
+            series = drift_series(recs, feature, segment, metric)
+            path = drift_chart(series, chart or settings.out_dir / "drift" / f"{feature}.png",
+                               title=f"{metric} of {feature} in {segment} (reference {series[0]['reference_id']})")
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     if as_json:

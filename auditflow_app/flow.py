@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditflow.errors import ConfigError
-from auditflow.jsonlines import iter_json_lines, read_json_lines
-from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent, epoch_millis
+from auditflow.jsonlines import iter_json_lines, write_json_lines
+from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent
 from auditflow_app.settings import Settings
 from auditflow.version import code_version
 from ingest.amlworld import read_transactions
 
 if TYPE_CHECKING:
     from evidence_graph import GraphStore
+    from ingest.kafka_io import ProducerOptions
+    from model_service.service import TierPolicy
 
 MODEL_DIRNAME = "model"
 REPORTS_DIRNAME = "reports"
@@ -47,6 +49,26 @@ def open_graph(settings: Settings) -> GraphStore:
     from evidence_graph import open_store
 
     return open_store(settings.effective_graph_url, **settings.graph_options)
+
+
+def producer_options(settings: Settings, topic: str | None = None) -> ProducerOptions:
+    """Where ``auditflow produce`` sends a file: the broker, ``topic`` (default: the transactions
+    topic), the DLQ topic and their partition count, and the plausible event-time window."""
+    from ingest.kafka_io import ProducerOptions
+
+    return ProducerOptions(bootstrap=settings.kafka_bootstrap, topic=topic or settings.topic_transactions,
+                           dlq_topic=settings.topic_dlq, partitions=settings.topic_partitions,
+                           time_window=settings.event_time_window)
+
+
+def tier_policy(settings: Settings, alert_threshold: float) -> TierPolicy:
+    """The deep-path tiers of the settings (``AUDITFLOW_TIER_*``: score bars and latency targets)
+    over a cascade's alert threshold."""
+    from model_service.service import TierPolicy
+
+    targets = {"critical": settings.tier_critical_ms, "normal": settings.tier_normal_ms,
+               "background": settings.tier_background_ms}
+    return TierPolicy(settings.tier_critical_score, settings.tier_normal_score, alert_threshold, targets)
 
 
 def report_signer(settings: Settings, *, development_key: bool = False):
@@ -120,15 +142,6 @@ def read_events(csv_path: str | Path, settings: Settings) -> tuple[list[Transact
     for item in read_transactions(csv_path, time_window=settings.event_time_window):
         (rejects if isinstance(item, RejectedRecord) else events).append(item)
     return events, rejects
-
-
-def write_jsonl(path: str | Path, records: Iterable[Any]) -> int:
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write((r if isinstance(r, str) else json.dumps(r, sort_keys=True, separators=(",", ":"))) + "\n")
-            n += 1
-    return n
 
 
 # ---------------------------------------------------------------------------- data
@@ -335,19 +348,9 @@ def resume_path(settings: Settings, from_savepoint: str | Path | None = None, re
     """What a Kafka job restores from: ``from_savepoint`` (a savepoint or retained checkpoint
     directory), else with ``resume`` the newest retained checkpoint under :func:`checkpoint_dir`
     (``FileNotFoundError`` if there is none), else nothing (start at the group's offsets)."""
-    from pipelines.kafka_job import latest_checkpoint
+    from pipelines.flink_client import restore_path
 
-    if from_savepoint is not None:
-        path = Path(from_savepoint)
-        if not (path / "_metadata").is_file():
-            raise FileNotFoundError(f"--from-savepoint {path}: no _metadata there (not a savepoint or checkpoint)")
-        return path
-    if resume:
-        found = latest_checkpoint(checkpoint_dir(settings))
-        if found is None:
-            raise FileNotFoundError(f"--resume: no retained checkpoint under {checkpoint_dir(settings)}")
-        return found
-    return None
+    return restore_path(checkpoint_dir(settings), from_savepoint, resume)
 
 
 def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "auditflow-stream",
@@ -386,37 +389,18 @@ def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool
     Exactly what a user runs against their own cluster: the Flink distribution's ``bin/flink``
     (``settings.flink_home``, else the one inside the installed ``pyflink`` package) with the
     cluster's configuration (``settings.flink_conf_dir``) and the REST address from settings; the
-    job's settings travel as its arguments. Raises ``RuntimeError`` with the client's output."""
+    job's settings travel as its arguments (:func:`pipelines.flink_client.submit`). Raises
+    ``RuntimeError`` with the client's output."""
     import os
-    import sys
-    from urllib.parse import urlparse
 
-    import pyflink
-
-    from pipelines import kafka_job
+    from pipelines.flink_client import submit
 
     cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name,
                            restore_path=restore_path)
-    flink_home = str(settings.flink_home or Path(pyflink.__file__).resolve().parent)
-    rest = urlparse(settings.flink_rest)
-    cmd = [os.path.join(flink_home, "bin", "flink"), "run", *(["--detached"] if detached else []),
-           "-D", f"rest.address={rest.hostname}", "-D", f"rest.port={rest.port or 8081}",
-           "-pyexec", sys.executable, "-py", str(Path(kafka_job.__file__).resolve()),
-           *kafka_job.job_arguments(cfg, model_dir, stream_spec(model_dir, settings),
-                                    drift_reference=settings.drift_reference,
-                                    drift_rules_file=settings.drift_rules_file),
-           *(["--detached"] if detached else [])]
-    # The client's own environment (the job's settings are its arguments), less what a local
-    # PyFlink job run earlier in this process (loopback mode) left behind for its Python workers.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYFLINK_GATEWAY_DISABLED", "PYTHON_LOOPBACK_SERVER_ADDRESS", "_PYFLINK_CONN_INFO_PATH")}
-    env["FLINK_HOME"] = flink_home
-    if settings.flink_conf_dir:
-        env["FLINK_CONF_DIR"] = str(settings.flink_conf_dir)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"flink run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
+    return submit(cfg, model_dir, stream_spec(model_dir, settings), rest_url=settings.flink_rest, base_env=os.environ,
+                  flink_home=settings.flink_home, flink_conf_dir=settings.flink_conf_dir,
+                  drift_reference=settings.drift_reference, drift_rules_file=settings.drift_rules_file,
+                  timeout_s=timeout_s, detached=detached)
 
 
 def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[TransactionEvent, dict[str, float]]]:
@@ -432,26 +416,12 @@ def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[T
     return sorted(seen.values(), key=lambda c: (c[0].source_offset, c[0].event_id))
 
 
-def cluster_job_id(client_output: str) -> str:
-    """The id of the job the ``flink run`` client submitted, from its output."""
-    import re
-
-    ids = re.findall(r"JobID ([0-9a-f]{32})", client_output)
-    if not ids:
-        raise RuntimeError(f"no JobID in the flink client's output:\n{client_output[-2000:]}")
-    return ids[-1]
-
-
 def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]:
-    """The job's own counters (accumulators) from the cluster's REST API, for the job whose id the
-    ``flink run`` client printed."""
-    import urllib.request
+    """The job's own counters (accumulators) from the cluster's REST API (``settings.flink_rest``),
+    for the job whose id the ``flink run`` client printed (:func:`pipelines.flink_client.cluster_job_counts`)."""
+    from pipelines.flink_client import cluster_job_counts as counts
 
-    url = f"{settings.flink_rest.rstrip('/')}/jobs/{cluster_job_id(client_output)}/accumulators"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        body = json.loads(resp.read())
-    acc = {a["name"]: a["value"] for a in body.get("user-task-accumulators", [])}
-    return {"processed": int(acc.get("auditflow.processed", 0)), "duplicate": int(acc.get("auditflow.duplicate", 0))}
+    return counts(settings.flink_rest, client_output)
 
 
 def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Settings, *,
@@ -465,7 +435,7 @@ def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Sett
     if fresh_topics:
         delete_topics(settings.kafka_bootstrap, topics)
     ensure_topics(settings.kafka_bootstrap, {t: settings.topic_partitions for t in topics})
-    produced = produce_file(csv_path, settings)
+    produced = produce_file(csv_path, producer_options(settings))
     t0 = time.perf_counter()
     if cluster:
         proc = submit_kafka_job(settings, str(model_dir), bounded=True)
@@ -522,7 +492,8 @@ def run_deep_path(
     given, in Prometheus' text format."""
     from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
-    from model_service.service import TIERS, TierMetrics, TierPolicy
+    from model_service.service import TIERS, TierMetrics
+    from pipelines.drift_views import DriftWindows, alert_drift_status
     from reports import ReportFailure, ReportWriter
 
     signer = report_signer(settings, development_key=development_key)
@@ -533,7 +504,7 @@ def run_deep_path(
                           seed=settings.seed, signer=signer,  # repairs what a crashed run left
                           **report_profile_options(settings))
     drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
-    policy = TierPolicy.of(settings, cascade.alert_threshold)
+    policy = tier_policy(settings, cascade.alert_threshold)
     # per tier: from queued (all at once, after the batch SHAP) to report written
     metrics = TierMetrics("auditflow_deep_path", latency=("seconds", "queued to report written"),
                           done=("cases", "alerts through the deep path"), waiting="alerts waiting for their deep path",
@@ -664,6 +635,58 @@ def graph_typology(settings: Settings, account: str, *, window: Window = None):
 
 
 @dataclass(frozen=True)
+class AlertEvidence:
+    """An alert's evidence as its report shows it: the trace and the typology findings of
+    :func:`trace_and_typologies`, and ``transfers``, the findings' transfers the trace did not
+    cross (:class:`~evidence_graph.GraphEdge`, by member account, then in cap order)."""
+
+    alert: Alert
+    trace: Any  # auditflow.records.EvidenceTrace
+    matches: list  # evidence_graph.typologies.TypologyMatch
+    transfers: tuple
+
+
+def alert_evidence(store, alert: Alert, settings: Settings) -> AlertEvidence:
+    """:func:`trace_and_typologies` for ``alert`` on ``store``, with the findings' transfers the
+    trace did not cross, read as the detector read them (its window around the alert, its cap)."""
+    from evidence_graph.typologies import TYPOLOGY_NEIGHBOR_CAP
+
+    trace, matches = trace_and_typologies(store, alert, settings)
+    wanted = {eid for m in matches for eid in m.event_ids} - {e.event_id for e in trace.edges}
+    extra: dict[str, Any] = {}
+    if wanted:
+        t, around = alert.event.timestamp, settings.typology_window
+        members = sorted({a for m in matches for a in m.accounts})
+        found = store.expand([(a, t - around, t + around) for a in members], "out", TYPOLOGY_NEIGHBOR_CAP)
+        for a in members:
+            for g in found[a]:
+                if g.event_id in wanted:
+                    extra.setdefault(g.event_id, g)
+    return AlertEvidence(alert, trace, matches, tuple(extra.values()))
+
+
+# ---------------------------------------------------------------------------- the run's alerts and their reports
+
+#: The fields of an ``alerts.jsonl`` row that make its :class:`~auditflow.records.Alert`; the rest
+#: of the row is what the deep path recorded about it (reason codes, trace id, report, timings).
+ALERT_ROW_FIELDS = ("schema", "alert_id", "event", "score", "threshold", "model_digest", "features")
+
+
+def alert_from_row(row: dict[str, Any]) -> Alert:
+    """The alert of one ``alerts.jsonl`` row (``KeyError`` naming a field the row lacks,
+    :class:`~auditflow.errors.FieldError` on a malformed one)."""
+    return Alert.from_dict({k: row[k] for k in ALERT_ROW_FIELDS})
+
+
+def find_alert_row(alerts_path: str | Path, alert_id: str) -> dict[str, Any] | None:
+    """The first row of the alerts file ``alerts_path`` (a run's ``alerts.jsonl``) whose alert is
+    ``alert_id``, read up to it; None when the file or the alert is not there."""
+    if not Path(alerts_path).exists():
+        return None
+    return next((d for d in iter_json_lines(alerts_path) if d.get("alert_id") == alert_id), None)
+
+
+@dataclass(frozen=True)
 class AlertReportResult:
     """``auditflow report ALERT_ID``: the report published (``status`` ``written``, ``unchanged``
     or ``new version``) and its PDF."""
@@ -685,15 +708,12 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
     from reports import ReportFailure, ReportWriter
 
     paths = RunPaths.under(settings.out_dir)
-    row = None
-    if paths.alerts.exists():
-        row = next((d for d in iter_json_lines(paths.alerts) if d.get("alert_id") == alert_id), None)
+    row = find_alert_row(paths.alerts, alert_id)
     if row is None:
         raise LookupError(f"no alert {alert_id!r} in {paths.alerts} (run the pipeline first)")
     if "input_sha256" not in row:
         raise LookupError(f"{paths.alerts} records no input_sha256 for {alert_id!r}: rerun the pipeline")
-    alert = Alert.from_dict({k: row[k] for k in ("schema", "alert_id", "event", "score", "threshold",
-                                                  "model_digest", "features")})
+    alert = alert_from_row(row)
     codes = [ReasonCode.from_dict(r) for r in row["reason_codes"]]
     options = report_profile_options(settings) | ({"profile": profile} if profile else {})
     writer = ReportWriter(paths.reports_dir, input_sha256=row["input_sha256"], code_version=code_version(),
@@ -718,8 +738,7 @@ def load_period_alerts(settings: Settings) -> list:
         return []
     out = []
     for d in iter_json_lines(path):
-        alert = Alert.from_dict({k: d[k] for k in ("schema", "alert_id", "event", "score", "threshold",
-                                                    "model_digest", "features")})
+        alert = alert_from_row(d)
         report = Path(d["report"]).name if d.get("report") else None
         out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"),
                                d.get("deep_ms")))
@@ -739,6 +758,7 @@ class PeriodReportResult:
 
 
 def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[list[PeriodReportResult], int]:
+    from pipelines.drift_views import period_drift_figures, read_drift_records
     from reports.period_report import prepare_period_report
     from reports.store import ReportStore
 
@@ -956,11 +976,11 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     progress = progress or _no_progress
     paths = RunPaths.under(settings.out_dir)
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]))
-    write_jsonl(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
+    write_json_lines(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]))
+    write_json_lines(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
     if stream.drift_records or stream.drift_alerts:
-        write_jsonl(paths.drift_scores, stream.drift_records)
-        write_jsonl(paths.drift_alerts, stream.drift_alerts)
+        write_json_lines(paths.drift_scores, stream.drift_records)
+        write_json_lines(paths.drift_alerts, stream.drift_alerts)
     check_counts(stream, paths)
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
@@ -972,7 +992,7 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
         progress=lambda i, n: progress("deep", i, n), development_key=development_key,
         drift_records=stream.drift_records, metrics_path=paths.deep_path_metrics,
     )
-    write_jsonl(paths.alerts, (
+    write_json_lines(paths.alerts, (
         {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
          "input_sha256": input_sha256,
          "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
@@ -1057,8 +1077,6 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
 # ---------------------------------------------------------------------------- drift reference
 
 DRIFT_DIRNAME = "drift"
-#: Model inputs scored within each segment besides the score (all of them are scored overall).
-DEFAULT_SEGMENT_FEATURES = ("amount_usd",)
 
 
 @dataclass
@@ -1075,275 +1093,25 @@ class ReferenceResult:
 
 def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Settings, start: datetime, end: datetime,
                     *, out_dir: str | Path | None = None,
-                    segment_features: Sequence[str] = DEFAULT_SEGMENT_FEATURES) -> ReferenceResult:
+                    segment_features: Sequence[str] | None = None) -> ReferenceResult:
     """``auditflow reference build``: the drift reference of the scoring inputs and the score over
     the events of ``csv_path`` with ``start <= time < end`` (their features computed with the
-    whole file before them, as the stream job would, and scored by the model's fast path),
-    written as canonical JSON to ``out_dir`` (default ``OUT_DIR/drift``) named by its id.
-
-    Every model input and the score are scored over all events; within each segment (payment
-    format, currency, bank), the score, ``segment_features`` and the segment dimensions'
-    own distributions (categorical: levels, other, new)."""
-    import numpy as np
-
-    from auditflow.drift import SEGMENT_DIMENSIONS
-
-    from auditflow.canonical import canonical_json
-    from auditflow.features import FEATURE_NAMES
-    from model_service.fast_path import batch_scorer
-    from pipelines.drift import SCORE, Row, build_profile
-    from pipelines.features import iter_features
+    whole file before them, as the stream job would, and scored by the model's fast path:
+    :func:`pipelines.drift.reference_profile`), written as canonical JSON to ``out_dir`` (default
+    ``OUT_DIR/drift``) named by its id. ``segment_features``: the inputs scored within each
+    segment besides the score (default :data:`pipelines.drift.DEFAULT_SEGMENT_FEATURES`)."""
+    from pipelines.drift import DEFAULT_SEGMENT_FEATURES, reference_events, reference_profile, write_reference
 
     if not start < end:
         raise ValueError(f"reference window {start}..{end}: FROM must be before TO")
     events, _ = read_events(csv_path, settings)
-    picked = [(ev, f) for ev, f in iter_features(events) if start <= ev.timestamp < end]
+    picked = reference_events(events, start, end)
     if not picked:
         raise ValueError(f"no events of {csv_path} between {start} and {end}")
-    predict, _, digest, names = batch_scorer(str(Path(model_dir).resolve()))[:4]
-    X = np.array([[f[n] for n in names] for _, f in picked], dtype=np.float64)
-    scores = np.asarray(predict(X), dtype=np.float64)
-    rows = [Row(epoch_millis(ev.timestamp),
-                {"payment_format": ev.payment_format, "currency": ev.amount_paid.currency, "bank": ev.sender.bank},
-                {**{n: float(f[n]) for n in FEATURE_NAMES}, SCORE: float(s)})
-            for (ev, f), s in zip(picked, scores)]
-    profile = build_profile(rows, (*FEATURE_NAMES, SCORE), model_version=digest,
-                            categorical=SEGMENT_DIMENSIONS, segment_features=(SCORE, *segment_features, *SEGMENT_DIMENSIONS),
-                            source={"file": Path(csv_path).name, "sha256": sha256_file(csv_path),
-                                    "from": start.isoformat(), "to": end.isoformat()})
-    out = Path(out_dir) if out_dir is not None else settings.out_dir / DRIFT_DIRNAME
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{profile.reference_id}.json"
-    body = canonical_json(profile.body())
-    if path.exists() and path.read_bytes() != body:  # content-addressed: same name, same bytes
-        raise RuntimeError(f"{path} exists with other content")
-    path.write_bytes(body)
-    return ReferenceResult(path, profile.reference_id, digest, len(rows), profile.features, profile.segments)
-
-
-# ---------------------------------------------------------------------------- drift views
-
-
-@dataclass(frozen=True)
-class DriftSegmentRow:
-    """One segment in a drift window: how many features are in each status, and the farthest one."""
-
-    segment: str
-    status: str  # the worst status of its features (drift > warn > ok; else why none is judged)
-    drift: int
-    warn: int
-    judged: int
-    top_feature: str
-    top_value: float
-    top_threshold: float
-    n_cur: int
-
-
-@dataclass(frozen=True)
-class DriftView:
-    """``auditflow drift show``: the latest window's segments, one metric, and the alerts on it."""
-
-    metric: str
-    window_start: datetime | None
-    window_end: datetime | None
-    reference_id: str
-    rows: list[DriftSegmentRow]
-    alerts: list[dict]
-    windows: int  # windows in the input
-
-
-_STATUS_RANK = {s: i for i, s in enumerate(("drift", "warn", "ok", "insufficient_data", "constant", "empty_window"))}
-
-
-def read_drift_records(path: str | Path) -> list[dict]:
-    """Drift records (or alerts) from a JSON-lines file (``drift_scores.jsonl`` of a run)."""
-    return read_json_lines(path)
-
-
-def drift_view(records: Sequence[dict], alerts: Sequence[dict] = (), *, metric: str = "psi",
-               at: datetime | None = None) -> DriftView:
-    """The latest window (or the one holding ``at``) of ``records``: per segment, the worst
-    status of its features on ``metric``, counts, and the feature farthest beyond its threshold."""
-    from auditflow.drift import METRICS
-
-    if metric not in METRICS:
-        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
-    mine = [r for r in records if r.get("metric") == metric]
-    starts = sorted({r["window_start"] for r in mine})
-    if not starts:
-        return DriftView(metric, None, None, "", [], [], 0)
-    if at is None:
-        start = starts[-1]
-    else:
-        ms = int(at.replace(tzinfo=timezone.utc).timestamp() * 1000)
-        inside = [s for s in starts if s <= ms]
-        if not inside:
-            raise ValueError(f"no drift window at or before {at:%Y-%m-%d %H:%M}")
-        start = inside[-1]
-    window = [r for r in mine if r["window_start"] == start]
-    rows = []
-    for seg in sorted({r["segment"] for r in window}):
-        rs = [r for r in window if r["segment"] == seg]
-        status = min((r["status"] for r in rs), key=lambda s: _STATUS_RANK.get(s, 99))
-        judged = [r for r in rs if r["status"] in ("ok", "warn", "drift")]
-        top = max(judged or rs, key=lambda r: (r["value"] - r["drift_threshold"], r["feature"]))
-        rows.append(DriftSegmentRow(seg, status, sum(r["status"] == "drift" for r in rs),
-                                    sum(r["status"] == "warn" for r in rs), len(judged), top["feature"],
-                                    top["value"], top["drift_threshold"], max(r["n_cur"] for r in rs)))
-    rows.sort(key=lambda r: (_STATUS_RANK.get(r.status, 99), r.segment))
-    end = window[0]["window_end"]
-    return DriftView(metric, _utc_ms(start), _utc_ms(end), window[0]["reference_id"], rows,
-                     [a for a in alerts if a.get("window_start") == start], len(starts))
-
-
-def _utc_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).replace(tzinfo=None)
-
-
-def drift_series(records: Sequence[dict], feature: str, segment: str, metric: str = "psi") -> list[dict]:
-    """One feature's records in one segment over time (by window start)."""
-    out = sorted((r for r in records if r["feature"] == feature and r["segment"] == segment and r["metric"] == metric),
-                 key=lambda r: r["window_start"])
-    if not out:
-        known = sorted({r["feature"] for r in records})
-        raise ValueError(f"no drift records of feature {feature!r} in segment {segment!r} ({metric}); "
-                         f"features: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}")
-    return out
-
-
-def drift_chart(series: Sequence[dict], path: str | Path, *, title: str) -> Path:
-    """A PNG of a feature's drift over time: its value per window, the warn and drift thresholds
-    it was judged against, windows that drifted marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = [_utc_ms(r["window_start"]) for r in series]
-    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
-    ax.plot(xs, [r["value"] for r in series], color="#1f4e79", marker="o", markersize=3, label=series[0]["metric"])
-    judged = [(x, r) for x, r in zip(xs, series) if r["status"] in ("ok", "warn", "drift")]
-    if judged:
-        ax.step([x for x, _ in judged], [r["warn_threshold"] for _, r in judged], where="mid", color="#d39e00",
-                linewidth=1, label="warn threshold")
-        ax.step([x for x, _ in judged], [r["drift_threshold"] for _, r in judged], where="mid", color="#b22222",
-                linewidth=1, label="drift threshold")
-    hits = [(x, r["value"]) for x, r in zip(xs, series) if r["status"] == "drift"]
-    if hits:
-        ax.scatter([x for x, _ in hits], [v for _, v in hits], color="#b22222", zorder=3, s=18, label="drift")
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(series[0]["metric"])
-    ax.legend(fontsize=8, loc="upper left")
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return path
-
-
-@dataclass(frozen=True)
-class DriftWindows:
-    """One metric's drift records by window, ordered by window end: built once per run, looked
-    up per alert (:func:`alert_drift_status`)."""
-
-    ends: list[int]
-    windows: list[list[dict]]
-
-    @classmethod
-    def of(cls, records: Sequence[dict], metric: str = "psi") -> DriftWindows:
-        by_start: dict[int, list[dict]] = {}
-        for r in records:
-            if r["metric"] == metric:
-                by_start.setdefault(r["window_start"], []).append(r)
-        order = sorted(by_start.values(), key=lambda w: (w[0]["window_end"], w[0]["window_start"]))
-        return cls([w[0]["window_end"] for w in order], order)
-
-    def closed_at(self, ms: int) -> list[dict] | None:
-        """The records of the last window that had ended at ``ms`` (None if none had)."""
-        import bisect
-
-        i = bisect.bisect_right(self.ends, ms)
-        return self.windows[i - 1] if i else None
-
-
-def alert_drift_status(records: Sequence[dict] | DriftWindows, event: TransactionEvent,
-                       metric: str = "psi") -> tuple | None:
-    """The drift of an alert's segments at alert time, for its report: from the last drift window
-    that had closed when the transfer happened, per segment (all events, its payment format,
-    currency and bank, ``__other__`` where the reference did not keep the value), the score's
-    drift and how many monitored features drifted. None without drift records; () when no window
-    had closed yet. ``records``: the run's drift records, or their :class:`DriftWindows`."""
-    from reports.alert_report import DriftStatus
-
-    index = records if isinstance(records, DriftWindows) else DriftWindows.of(records, metric)
-    if not index.windows:
-        return None
-    window = index.closed_at(epoch_millis(event.timestamp))
-    if not window:
-        return ()
-    start = window[0]["window_start"]
-    names = {r["segment"] for r in window}
-    wanted = ["__all__"]
-    for dim, value in (("payment_format", event.payment_format), ("currency", event.amount_paid.currency),
-                       ("bank", event.sender.bank)):
-        seg = f"{dim}={value}"
-        wanted.append(seg if seg in names else f"{dim}=__other__")
-    span = f"{_utc_ms(start):%Y-%m-%d %H:%M}..{_utc_ms(window[0]['window_end']):%H:%M}"
-    out = []
-    for seg in wanted:
-        rs = [r for r in window if r["segment"] == seg]
-        if not rs:
-            continue
-        score = [r for r in rs if r["feature"] == "score"]
-        drifted = sorted(r["feature"] for r in rs if r["status"] == "drift" and r["significant"])
-        judged = sum(r["status"] in ("ok", "warn", "drift") for r in rs)
-        if score:
-            s = score[0]
-            out.append(DriftStatus(f"{seg}, {span}: {metric} of the score (n={s['n_cur']})", f"{s['value']:.4f}",
-                                   s["status"]))
-        status = "drift" if drifted else ("ok" if judged else "insufficient_data")
-        listed = ", ".join(drifted[:4]) + (" ..." if len(drifted) > 4 else "")
-        out.append(DriftStatus(f"{seg}, {span}: inputs drifting (significant) of {judged} judged"
-                               + (f": {listed}" if drifted else ""), str(len(drifted)), status))
-    return tuple(out)
-
-
-def period_drift_figures(records: Sequence[dict], start: datetime, end: datetime, metric: str = "psi",
-                         limit: int = 20) -> list:
-    """The drift of a period for its compliance summary: per segment with drift windows inside
-    ``[start, end)`` (and all events always), how many windows drifted and its farthest feature;
-    the worst first, at most ``limit`` rows."""
-    from reports.period_report import DriftFigure
-
-    lo, hi = epoch_millis(start), epoch_millis(end)
-    inside = [r for r in records if r["metric"] == metric and lo <= r["window_start"] and r["window_end"] <= hi]
-    if not inside:
-        return []
-    windows = len({r["window_start"] for r in inside})
-    rows = []
-    for seg in sorted({r["segment"] for r in inside}):
-        rs = [r for r in inside if r["segment"] == seg]
-        hit = [r for r in rs if r["status"] == "drift" and r["significant"]]
-        if not hit and seg != "__all__":
-            continue
-        top = max(hit or rs, key=lambda r: (r["value"] - r["drift_threshold"], r["feature"]))
-        n_hit = len({r["window_start"] for r in hit})
-        rows.append((0 if hit else 1, seg, DriftFigure(
-            f"{seg}: {n_hit} of {windows} windows drifting; farthest {top['feature']} ({metric})", top["value"],
-            "drift" if hit else "ok")))
-    rows.sort(key=lambda t: (t[0], t[1] != "__all__", t[1]))
-    return [f for _, _, f in rows[:limit]]
-
-
-def drift_alert_range(alerts_path: str | Path, alert_id: str) -> tuple[datetime, datetime]:
-    """The event-time range a drift alert fired on (from the first window of its run to the end of
-    the last): what ``reference build --from-alert`` re-samples the reference from."""
-    path = Path(alerts_path)
-    if not path.is_file():
-        raise ValueError(f"no drift alerts at {path}")
-    for a in read_drift_records(path):
-        if a.get("alert_id") == alert_id:
-            return _utc_ms(a["since"]), _utc_ms(a["window_end"])
-    raise ValueError(f"drift alert {alert_id!r} is not in {path}")
+    profile = reference_profile(
+        picked, model_dir, segment_features=DEFAULT_SEGMENT_FEATURES if segment_features is None else segment_features,
+        source={"file": Path(csv_path).name, "sha256": sha256_file(csv_path), "from": start.isoformat(),
+                "to": end.isoformat()})
+    path = write_reference(profile, Path(out_dir) if out_dir is not None else settings.out_dir / DRIFT_DIRNAME)
+    return ReferenceResult(path, profile.reference_id, profile.model_version, profile.n, profile.features,
+                           profile.segments)

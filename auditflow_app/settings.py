@@ -37,7 +37,6 @@ AUDITFLOW_FLINK_HOME               Flink distribution ``job submit`` runs;      
                                    also read from ``FLINK_HOME``
 AUDITFLOW_FLINK_CONF_DIR           Flink client configuration for ``job submit``;   unset
                                    also read from ``FLINK_CONF_DIR``
-AUDITFLOW_WINDOW_MINUTES           feature and graph-feature window                 ``1440`` (24 h)
 AUDITFLOW_TRACE_HOPS               evidence trace depth (at most 5)                 ``5``
 AUDITFLOW_TRACE_FANOUT_CAP         edges kept per account per hop                   ``50``
 AUDITFLOW_TRACE_HORIZON_MINUTES    traces follow the money this long after the      ``4320`` (3 days)
@@ -107,8 +106,8 @@ what is shipped elsewhere -- the stream job, pickled into a Flink job graph and 
 the file where it runs (the TaskManager).
 
 >>> s = Settings(trace_hops=3)
->>> s.trace_hops, s.window_minutes, s.trace_horizon
-(3, 1440, datetime.timedelta(days=3))
+>>> s.trace_hops, s.trace_fanout_cap, s.trace_horizon
+(3, 50, datetime.timedelta(days=3))
 """
 
 from __future__ import annotations
@@ -129,7 +128,6 @@ from auditflow.limits import (
     DEFAULT_FANOUT_CAP,
     DEFAULT_TRACE_HORIZON,
     DEFAULT_TYPOLOGY_WINDOW,
-    DEFAULT_WINDOW_MINUTES,
     MAX_TRACE_HOPS,
 )
 from auditflow.secret_file import read_secret_file
@@ -166,7 +164,6 @@ class Settings(BaseSettings):
     flink_conf_dir: Path | None = Field(
         default=None, validation_alias=AliasChoices("AUDITFLOW_FLINK_CONF_DIR", "FLINK_CONF_DIR")
     )
-    window_minutes: int = Field(default=DEFAULT_WINDOW_MINUTES, ge=1)
     trace_hops: int = Field(default=MAX_TRACE_HOPS, ge=1, le=MAX_TRACE_HOPS)
     trace_fanout_cap: int = Field(default=DEFAULT_FANOUT_CAP, ge=1)
     trace_horizon_minutes: int = Field(default=DEFAULT_TRACE_HORIZON // _MINUTE, ge=1)

@@ -1,4 +1,4 @@
-"""`auditflow produce` throughput: confluent-kafka vs kafka-python, and what parsing costs, in one run.
+"""`auditflow produce` throughput, and what parsing costs, in one run.
 
     python bench/produce.py            # ~300k rows
     python bench/produce.py --quick    # ~100k rows (well under a minute)
@@ -20,15 +20,13 @@ spliced in at evenly spaced lines, then, in this order:
   byte-identical key and value, no objects) -> ``encode_events_per_s``. Checked here: its output
   equals the reference encoding, item by item, and a sample of its values decodes back
   (``TransactionEvent.from_wire``) to the events read.
-* **produce** (the chosen client, confluent-kafka): :func:`ingest.kafka_io.produce_file` as
+* **produce** (confluent-kafka, the producer's client): :func:`ingest.kafka_io.produce_file` as
   ``auditflow produce`` runs it, ``--repeat`` times into fresh topics; the headline is the
   median -> ``produce_events_per_s``. ``produce_ref_encode_events_per_s``: the same with the fast
   path switched off (every row through parse_line + to_wire), to show what each change brings.
 * **no transactions**: the same with ``resume=False`` (idempotent, not transactional: no
   resume after a crash) -> ``no_transactions_events_per_s``, the cost of the transactions of
   :data:`~ingest.kafka_io.RESUME_CHUNK_ROWS` rows and their progress records.
-* **kafka-python**: ``produce_file(client="kafka-python")``, same encoder, once ->
-  ``kafka_python_events_per_s``.
 
 Rates are events produced (acknowledged, ``acks=all``) / ``ProduceSummary.elapsed_s`` (producer
 start, connection and idempotence handshake included, to the last acknowledgement). CPU per row
@@ -37,8 +35,7 @@ produce run: ``read == produced + dead_lettered`` (produce_file raises otherwise
 read_committed reader finds exactly the events (each value once) and dead letters sent (no
 duplicates, nothing lost).
 
-The last line is the headline: ``produce produce_events_per_s=... kafka_python_events_per_s=...
-parse_events_per_s=... ...``.
+The last line is the headline: ``produce produce_events_per_s=... parse_events_per_s=... ...``.
 """
 
 from __future__ import annotations
@@ -111,7 +108,6 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="confluent-kafka produce runs (median reported)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tuning", action="store_true", help="also compression none/gzip/lz4/zstd and linger 5/50 ms")
-    ap.add_argument("--skip-kafka-python", action="store_true")
     args = ap.parse_args()
 
     from auditflow.records import TransactionEvent
@@ -164,24 +160,16 @@ def main() -> int:
         del fast, lines
 
         # ---- produce
-        def produce(label: str, client: str, overrides: dict | None = None, fast_wire: bool = True,
-                    **kw) -> dict:
+        def produce(label: str, overrides: dict | None = None, fast_wire: bool = True, **kw) -> dict:
             i = len(made) // 2
-            settings = Settings(
-                kafka_bootstrap=bootstrap,
-                topic_transactions=f"prodbench-{run}-{i}",
-                topic_dlq=f"prodbench-{run}-{i}.dlq",
-                topic_partitions=PARTITIONS,
-            )
-            made.extend([settings.topic_transactions, settings.topic_dlq])
-            kafka_io.ensure_topics(bootstrap, {settings.topic_transactions: PARTITIONS, settings.topic_dlq: PARTITIONS})
+            options = kafka_io.ProducerOptions(bootstrap, f"prodbench-{run}-{i}", f"prodbench-{run}-{i}.dlq", PARTITIONS)
+            made.extend([options.topic, options.dlq_topic])
+            kafka_io.ensure_topics(bootstrap, {options.topic: PARTITIONS, options.dlq_topic: PARTITIONS})
             saved = kafka_io._FAST_WIRE
             kafka_io._FAST_WIRE = fast_wire
             try:
                 s, _, cpu = timed(lambda: kafka_io.produce_file(
-                    path, settings, client=client, producer_overrides=overrides, create_topics=False,
-                    resume=client == "confluent-kafka" and kw.get("resume", True),
-                    **{k: v for k, v in kw.items() if k != "resume"}))
+                    path, options, producer_overrides=overrides, create_topics=False, **kw))
             finally:
                 kafka_io._FAST_WIRE = saved
             assert (s.read, s.produced, s.dead_lettered) == (total, good, bad), s.render()
@@ -195,15 +183,13 @@ def main() -> int:
 
         try:
             print("produce runs:", flush=True)
-            runs = [produce(f"confluent-kafka #{k + 1}", "confluent-kafka") for k in range(max(1, args.repeat))]
+            runs = [produce(f"confluent-kafka #{k + 1}") for k in range(max(1, args.repeat))]
             med = statistics.median(r["rate"] for r in runs)
             results["produce (confluent-kafka)"] = {
                 "rate": med, "cpu_us": statistics.median(r["cpu_us"] for r in runs),
             }
-            results["produce, no transactions"] = produce(
-                "confluent-kafka, resume=False", "confluent-kafka", resume=False)
-            results["produce, reference encoding"] = produce(
-                "confluent-kafka, reference encoding", "confluent-kafka", fast_wire=False)
+            results["produce, no transactions"] = produce("confluent-kafka, resume=False", resume=False)
+            results["produce, reference encoding"] = produce("confluent-kafka, reference encoding", fast_wire=False)
             if args.tuning:
                 for label, ov in [
                     ("confluent-kafka compression=none", {"compression.type": "none"}),
@@ -213,12 +199,10 @@ def main() -> int:
                     ("confluent-kafka linger.ms=5", {"linger.ms": 5}),
                     ("confluent-kafka linger.ms=50", {"linger.ms": 50}),
                 ]:
-                    results[label] = produce(label, "confluent-kafka", ov)
+                    results[label] = produce(label, ov)
                 for rows in (10_000, 20_000, 200_000):
                     label = f"confluent-kafka chunk_rows={rows}"
-                    results[label] = produce(label, "confluent-kafka", chunk_rows=rows)
-            if not args.skip_kafka_python:
-                results["produce (kafka-python)"] = produce("kafka-python", "kafka-python")
+                    results[label] = produce(label, chunk_rows=rows)
         finally:
             kafka_io.delete_topics(bootstrap, made)
 
@@ -227,17 +211,14 @@ def main() -> int:
     for label, r in results.items():
         print(f"  {label:<34} {r['rate']:>10,.0f} rows or events/s  {r['cpu_us']:5.1f} us CPU/row")
     chosen = results["produce (confluent-kafka)"]["rate"]
-    kp = results.get("produce (kafka-python)", {}).get("rate")
     head = {
         "produce_events_per_s": round(chosen),
-        "kafka_python_events_per_s": round(kp) if kp else "na",
         "parse_events_per_s": round(results["parse"]["rate"]),
         "encode_events_per_s": round(results["encode"]["rate"]),
         "reference_encode_events_per_s": round(results["reference encode"]["rate"]),
         "produce_ref_encode_events_per_s": round(results["produce, reference encoding"]["rate"]),
         "no_transactions_events_per_s": round(results["produce, no transactions"]["rate"]),
         "client": kafka_io.DEFAULT_CLIENT,
-        "speedup_vs_kafka_python": f"{chosen / kp:.1f}" if kp else "na",
         "rows": total,
         "meets_50k": int(chosen >= 50_000),
     }

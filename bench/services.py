@@ -251,7 +251,7 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
     except ImportError as e:
         return None, f"auditflow_app.flow.run_kafka_job is not importable ({type(e).__name__}: {e})"
 
-    from auditflow_app.flow import train
+    from auditflow_app.flow import producer_options, train
     from auditflow.records import TransactionEvent
     from model_service.fast_path import batch_scorer
     from auditflow_app.settings import Settings
@@ -299,14 +299,14 @@ def kafka_flink(events_n: int, seed: int, work: Path, warmup: bool, timeout_s: f
             tiny = work / "kafka_tiny_Trans.csv"
             with open(live_csv, encoding="utf-8") as src, open(tiny, "w", encoding="utf-8") as dst:
                 dst.writelines(line for i, line in zip(range(11), src))
-            produce_file(tiny, small)
+            produce_file(tiny, producer_options(small))
             res = run_with_timeout(run_kafka_job, timeout_s, small, model_dir, bounded=True, group_id=f"{tag}_w",
                                    job_name=f"{tag}-warmup")
             startup = res.seconds
             log(f"[kafka] warm-up job (10 events): {startup:.1f}s")
         ensure_topics(bootstrap, {t: settings.topic_partitions for t in topics[:3]})
         t0 = time.perf_counter()
-        summary = produce_file(live_csv, settings)
+        summary = produce_file(live_csv, producer_options(settings))
         produce_s = time.perf_counter() - t0
         if summary.produced != n:
             return None, f"produced {summary.produced} of {n} events"

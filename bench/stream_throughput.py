@@ -660,20 +660,18 @@ def kafka_env() -> tuple[str, str | None, str | None]:
 
 
 def produce_bench(bootstrap: str, csv: Path, n: int, tag: str) -> dict:
-    from auditflow_app.settings import Settings
-    from ingest.kafka_io import delete_topics, ensure_topics, produce_file
+    from ingest.kafka_io import ProducerOptions, delete_topics, ensure_topics, produce_file
 
-    s = Settings(kafka_bootstrap=bootstrap, topic_transactions=f"{tag}-produce", topic_dlq=f"{tag}-produce.dlq",
-                 topic_partitions=PARTITIONS)
+    s = ProducerOptions(bootstrap, f"{tag}-produce", f"{tag}-produce.dlq", PARTITIONS)
     try:
-        ensure_topics(bootstrap, {s.topic_transactions: PARTITIONS, s.topic_dlq: PARTITIONS})
+        ensure_topics(bootstrap, {s.topic: PARTITIONS, s.dlq_topic: PARTITIONS})
         summary = produce_file(csv, s, create_topics=False)
         if summary.produced != n or summary.dead_lettered:
             raise RuntimeError(f"produced {summary.produced} of {n}, {summary.dead_lettered} dead-lettered")
         log(f"[produce] {summary.render()}")
         return {"rate": summary.events_per_s, "seconds": summary.elapsed_s}
     finally:
-        delete_topics(bootstrap, [s.topic_transactions, s.topic_dlq])
+        delete_topics(bootstrap, [s.topic, s.dlq_topic])
 
 
 def _now_naive_ms():
@@ -734,7 +732,7 @@ def latency_bench(bootstrap: str, jar: str, pool: list, rate: float, bound_ms: i
 
     reader = threading.Thread(target=consume, daemon=True, name="alerts-reader")
     reader.start()
-    producer = Producer(producer_config(bootstrap, "confluent-kafka", **{"linger.ms": 1, "client.id": f"{tag}-sender"}))
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 1, "client.id": f"{tag}-sender"}))
     client = None
     # event id -> (phase, alerting, event time in epoch ms): the alert's own event timestamp
     # (TransactionEvent.to_dict) has minute resolution, so the event time is kept here

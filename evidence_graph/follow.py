@@ -75,7 +75,7 @@ from auditflow.limits import (
     DEFAULT_TRACE_MAX_SECONDS,
     MAX_TRACE_HOPS,
 )
-from auditflow.money import Money
+from auditflow.money import Money, usd_cents
 from auditflow.records import TraceCut
 from auditflow.typologies import HOP_HORIZON, passes_on
 from evidence_graph.store import (
@@ -85,7 +85,6 @@ from evidence_graph.store import (
     GraphQueryTimeout,
     GraphStore,
     MicrosExpansion,
-    cents_of,
     check_window,
     to_micros,
 )
@@ -315,7 +314,7 @@ def follow_money(
     hubs: dict[str, None] = {}
     cuts: list[TraceCut] = []
     limit = None if hub_degree is None else hub_degree + 1
-    frontier = [_Visit(root, root_t, (), None if root_amount is None else cents_of(root_amount))]
+    frontier = [_Visit(root, root_t, (), None if root_amount is None else usd_cents(root_amount))]
     stopped = False
     max_edges, max_nodes = budget.max_edges, budget.max_nodes
     by_amount = amount_tolerance is not None or min_share is not None

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Literal, Self
 
-from auditflow.money import CURRENCIES, USD_RATES, Money
+from auditflow.money import Money, usd_cents
 from auditflow.records import EPOCH, AccountRef, TraceEdge, TransactionEvent
 
 Direction = Literal["out", "in", "both"]
@@ -57,36 +57,6 @@ def to_micros(ts: datetime) -> int:
     """``ts`` as integer microseconds since 1970-01-01 (exact: a datetime's own resolution), so
     windows and time order are integer comparisons that agree with comparing the datetimes."""
     return (ts - EPOCH) // _MICROSECOND
-
-
-def _cent_factors() -> dict[str, tuple[int, int]]:
-    """Per currency, ``(numerator, denominator)`` with cents = units * numerator / denominator
-    exactly (the reference rate times 100 over the currency's scale)."""
-    out = {}
-    for currency, (_, scale) in CURRENCIES.items():
-        sign, digits, exp = (USD_RATES[currency] * 100).as_tuple()
-        num = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-        den = 10**scale
-        if isinstance(exp, int) and exp >= 0:
-            num *= 10**exp
-        else:
-            den *= 10 ** (-int(exp))
-        out[currency] = (num, den)
-    return out
-
-
-_CENT_FACTORS = _cent_factors()
-
-
-def cents_of(m: Money) -> int:
-    """:func:`auditflow.money.usd_cents` in integer arithmetic (no Decimal): the exact rational
-    value rounded half to even, as ``usd_cents`` rounds its exact decimal product."""
-    num, den = _CENT_FACTORS[m.currency]
-    q, r = divmod(m.units * num, den)
-    twice = 2 * r
-    if twice > den or (twice == den and q & 1):
-        q += 1
-    return q
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +82,8 @@ class GraphEdge:
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
         setattr_(self, "micros", (self.timestamp - EPOCH) // _MICROSECOND)
-        setattr_(self, "paid_cents", cents_of(self.amount_paid))
-        setattr_(self, "received_cents", cents_of(self.amount_received))
+        setattr_(self, "paid_cents", usd_cents(self.amount_paid))
+        setattr_(self, "received_cents", usd_cents(self.amount_received))
 
     @classmethod
     def from_event(cls, ev: TransactionEvent) -> GraphEdge:

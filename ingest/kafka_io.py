@@ -2,19 +2,19 @@
 
 * :func:`ensure_topics` creates topics with explicit partition counts (replication 1 locally),
   is idempotent, and refuses a topic that exists with a different partition count.
-* :func:`produce_file` streams an AMLworld transactions CSV (never loaded whole) into
-  ``settings.topic_transactions``: key = the sender's ``node_id`` (``BANK/ACCOUNT``, UTF-8), value =
+* :func:`produce_file` streams an AMLworld transactions CSV (never loaded whole) into the topic
+  of its :class:`ProducerOptions`: key = the sender's ``node_id`` (``BANK/ACCOUNT``, UTF-8), value =
   :meth:`TransactionEvent.to_wire` (UTF-8), the compact comma-separated "af1" form the stream job
   decodes in the JVM (:data:`~auditflow.records.WIRE_FIELDS`: event time in epoch ms, money as
   integer units plus exact US cents; :meth:`TransactionEvent.from_wire` decodes it). Rows that do
-  not parse are not lost: each goes to ``settings.topic_dlq`` as the JSON of a
+  not parse are not lost: each goes to the options' ``dlq_topic`` as the JSON of a
   :class:`RejectedRecord` with ``stage='ingest'``, ``source`` = the file path and ``offset`` = its
   line number (header = line 1); a dead letter keeps at most the first 4 KiB of its line (with
   the line's length and SHA-256, base64 if it is not UTF-8), so it stays far below the broker's
   1 MiB request limit whatever the line. Lines come from the one line reader
   (:func:`ingest.amlworld.read_lines`: the importer's and the file job's too), so line numbers and
   event ids are theirs; amounts are capped per currency (so units and US cents fit the form's
-  18-digit integers) and timestamps must lie in ``settings.event_time_window``. A row that still
+  18-digit integers) and timestamps must lie in the options' ``time_window``. A row that still
   had no faithful wire form would be dead-lettered too (reason "not representable in the af1
   wire form"), so every value on the topic decodes back to its row. The producer is
   idempotent with ``acks='all'`` (per-key order kept: one partition per key, murmur2 like the Java
@@ -24,8 +24,8 @@
   :data:`RESUME_CHUNK_ROWS`, each with a progress record, so a run started again after a crash
   goes on after the last committed row and read_committed readers get every row exactly once.
 * Throughput (``bench/produce.py``): the client is confluent-kafka (librdkafka: batching, lz4,
-  linger and the network on its own threads, ~3 us of Python per record) rather than kafka-python
-  (pure Python, ~70 us a record in the client: ~11k events/s here at best), and rows go from CSV
+  linger and the network on its own threads, ~3 us of Python per record; kafka-python, pure
+  Python, spent ~70 us a record in the client: ~11k events/s here at best), and rows go from CSV
   line to key/value bytes through :func:`wire_records`, byte-identical to the codec +
   ``to_wire`` path (:func:`~ingest.amlworld.parse_line`, then :meth:`TransactionEvent.to_wire`)
   at ~5 us a row instead of ~20 us; it checks itself against that path at import and switches
@@ -35,8 +35,8 @@
 * :func:`consume_all` reads a whole topic by manual assignment (no consumer group, nothing
   committed) and returns :class:`ConsumedRecord`\\ s sorted by (partition, offset). It and the
   topic admin stay on kafka-python.
-* :func:`produce_command` is the body of ``auditflow produce --from FILE --topic T``: a rich
-  progress bar, then the counts.
+* :func:`count_data_lines` counts a CSV's data lines fast (the ``auditflow produce`` progress
+  bar's total).
 
 Record timestamps are left to the producer (wall clock): stamping records with the 2022 event
 time would put them behind the broker's time-based retention at once.
@@ -45,42 +45,44 @@ time would put them behind the broker's time-based retention at once.
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import hashlib
 import itertools
 import json
 import logging
 import math
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from auditflow.errors import FieldError
 from auditflow.limits import DEFAULT_EVENT_TIME_WINDOW
-from auditflow.money import CURRENCIES, MAX_UNIT_DIGITS, USD_RATES, Money, usd_cents
+from auditflow.money import CURRENCIES, MAX_UNIT_DIGITS, USD_CENT_FACTORS, Money, round_half_even
 from auditflow.records import PAYMENT_FORMATS, WIRE_TAG, RejectedRecord, TransactionEvent, epoch_millis
-from ingest.amlworld import TimeWindow, _parse_timestamp, check_line, decode_line, parse_line, read_lines
-
-if TYPE_CHECKING:  # pragma: no cover
-    from auditflow_app.settings import Settings
+from ingest.amlworld import (
+    TimeWindow,
+    _parse_timestamp,
+    check_line,
+    decode_line,
+    event_id_for,
+    parse_line,
+    read_lines,
+)
 
 __all__ = [
-    "CLIENTS",
     "ConsumedRecord",
     "DEFAULT_CLIENT",
     "ProduceError",
     "ProduceSummary",
+    "ProducerOptions",
     "TopicPartitionMismatch",
     "consume_all",
     "count_data_lines",
     "delete_topics",
     "ensure_topics",
-    "produce_command",
     "produce_file",
     "produce_raw",
     "producer_config",
@@ -90,8 +92,7 @@ __all__ = [
 
 DLQ_STAGE = "ingest"
 
-#: The producer client :func:`produce_file` uses by default, and the ones it can use.
-CLIENTS = ("confluent-kafka", "kafka-python")
+#: The producer client :func:`produce_file` uses (named in its summary).
 DEFAULT_CLIENT = "confluent-kafka"
 
 # Throughput tuning for confluent-kafka (librdkafka), measured with bench/produce.py on this
@@ -105,13 +106,6 @@ RDKAFKA_TUNING: dict[str, Any] = {
     "batch.size": 1_000_000,  # bytes per partition batch, under the broker's message.max.bytes (1 MiB)
     "compression.type": "lz4",
     "max.in.flight.requests.per.connection": 5,  # the most idempotence allows
-}
-#: kafka-python (kept for comparison): CPU-bound in the client (~70 us a record); large batches
-#: and linger amortise its per-batch work. No compression: lz4 needs an extra package there.
-KAFKA_PYTHON_TUNING: dict[str, Any] = {
-    "linger_ms": 50,
-    "batch_size": 512 * 1024,
-    "max_in_flight_requests_per_connection": 5,  # the most idempotence allows
 }
 POLL_EVERY = 1000  # rows between confluent-kafka poll(0) calls (serve delivery reports)
 
@@ -321,11 +315,11 @@ def delete_topics(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 3
 # return (the af1 form of auditflow.records: epoch-ms event time, integer money units, exact US
 # cents). It takes the lines of the one line reader (no line end, no control character) it can
 # prove plain: ASCII, eleven unpadded fields that pass every check of parse_row (ids by the id
-# pattern, the timestamp in the plausible window, amounts within the cap and small enough that
-# usd_cents is exact: see _CENTS); any other line goes through parse_line and to_wire
-# themselves, which accept it or reject it, so validation and rejects are the codec's own. One
-# check is added there: the value must decode back (from_wire) to the event, or the row is
-# dead-lettered instead (see _unwireable; with the amount cap it is a safety net only).
+# pattern, the timestamp in the plausible window, amounts within the cap: see _AMOUNTS; their
+# US cents by auditflow.money's rate table and rounding); any other line goes through parse_line
+# and to_wire themselves, which accept it or reject it, so validation and rejects are the
+# codec's own. One check is added there: the value must decode back (from_wire) to the event,
+# or the row is dead-lettered instead (see _unwireable; with the amount cap it is a safety net).
 
 _FORMATS = frozenset(PAYMENT_FORMATS)
 _WIRE_PREFIX = WIRE_TAG + ","
@@ -337,33 +331,16 @@ _AMOUNT_MAX_LEN = 40  # longer amounts take the reference path (int() digit limi
 _WIRE_INT_DIGITS = 18  # from_wire's integers have at most this many digits (records._WIRE_INT)
 
 
-def _cents_table() -> dict[str, tuple[int, int, int, int]]:
-    """Per currency: (scale, mult, div, max_digits) with ``usd_cents(Money(cur, u)) ==
-    round_half_even(u * mult / div)`` for every ``u`` of at most ``max_digits`` digits.
-
-    usd_cents computes ``Decimal(u).scaleb(-scale) * rate * 100`` then rounds half-even to an
-    integer, in the decimal context (as it is at import: 28 significant digits by default; the
-    self-check runs in it too): every step is exact as
-    long as the coefficients' digits add up to no more than the precision (u's, the rate's, and
-    the 3 of 100), and ``max_digits`` is also capped at what the parser accepts
-    (:data:`auditflow.money.MAX_UNIT_DIGITS`). Larger amounts (or a currency without a rate) take
-    the reference path, which rejects them."""
-    prec = decimal.getcontext().prec
-    out: dict[str, tuple[int, int, int, int]] = {}
-    for name, (_, scale) in CURRENCIES.items():
-        rate = USD_RATES.get(name)
-        if rate is None or not rate.is_finite() or rate.is_signed():
-            continue
-        _, digits, exp = rate.as_tuple()
-        coefficient = int("".join(map(str, digits)))
-        k = exp + 2 - scale  # cents = u * coefficient * 10**k
-        max_digits = min(prec - len(digits) - 3, _WIRE_INT_DIGITS, MAX_UNIT_DIGITS[name])
-        if max_digits >= 1:
-            out[name] = (scale, coefficient * 10 ** max(k, 0), 10 ** max(-k, 0), max_digits)
-    return out
-
-
-_CENTS = _cents_table()
+#: Per currency: (scale, the most digits of units the fast path takes: the parser's cap,
+#: :data:`auditflow.money.MAX_UNIT_DIGITS`, within the wire form's integers, then the numerator and
+#: denominator of its US cents per unit: :data:`auditflow.money.USD_CENT_FACTORS`). Cents are
+#: ``round_half_even(units * numerator, denominator)``, as :func:`auditflow.money.usd_cents` computes
+#: them (the money module's one rate table and rounding rule), without making a Money on this hot
+#: path. Larger amounts take the reference path, which rejects them.
+_AMOUNTS: dict[str, tuple[int, int, int, int]] = {
+    name: (scale, min(_WIRE_INT_DIGITS, MAX_UNIT_DIGITS[name]), *USD_CENT_FACTORS[name])
+    for name, (_, scale) in CURRENCIES.items()
+}
 
 
 def _fast_units(text: str, scale: int) -> str | None:
@@ -379,17 +356,6 @@ def _fast_units(text: str, scale: int) -> str | None:
         if len(frac) > scale:
             return None
     return (whole + frac.ljust(scale, "0")).lstrip("0") or "0"  # frac is "" without a point
-
-
-def _half_even(n: int, div: int) -> int:
-    """``n / div`` rounded to an integer, ties to even (``n >= 0``, ``div >= 1``)."""
-    if div == 1:
-        return n
-    q, r = divmod(n, div)
-    r += r
-    if r > div or (r == div and q & 1):
-        q += 1
-    return q
 
 
 _WINDOW_MS = tuple(epoch_millis(t) for t in DEFAULT_EVENT_TIME_WINDOW)
@@ -424,20 +390,19 @@ def _fast_wire(raw: str, lineno: int, window_ms: tuple[int, int] = _WINDOW_MS) -
         return None
     if fmt not in _FORMATS or label not in ("0", "1"):
         return None
-    recv_c = _CENTS.get(recv_cur)
-    paid_c = _CENTS.get(paid_cur)
+    recv_c = _AMOUNTS.get(recv_cur)
+    paid_c = _AMOUNTS.get(paid_cur)
     if recv_c is None or paid_c is None:
         return None
     recv_units = _fast_units(recv, recv_c[0])
     paid_units = _fast_units(paid, paid_c[0])
-    if recv_units is None or paid_units is None or len(recv_units) > recv_c[3] or len(paid_units) > paid_c[3]:
+    if recv_units is None or paid_units is None or len(recv_units) > recv_c[1] or len(paid_units) > paid_c[1]:
         return None
-    recv_cents = str(_half_even(int(recv_units) * recv_c[1], recv_c[2]))
-    paid_cents = str(_half_even(int(paid_units) * paid_c[1], paid_c[2]))
+    recv_cents = str(round_half_even(int(recv_units) * recv_c[2], recv_c[3]))
+    paid_cents = str(round_half_even(int(paid_units) * paid_c[2], paid_c[3]))
     if len(recv_cents) > _WIRE_INT_DIGITS or len(paid_cents) > _WIRE_INT_DIGITS:
         return None
-    # event_id_for(stripped fields, line): the fields carry no padding, so they join back to raw
-    event_id = "tx-" + hashlib.sha256(f"{lineno}|{raw}".encode()).hexdigest()[:16]
+    event_id = event_id_for(fields, lineno)  # the fields carry no padding: parse_row's stripped ones
     value = (
         f"{_WIRE_PREFIX}{event_id},{ts_ms},{lineno},{from_bank},{from_acct},{to_bank},{to_acct},"
         f"{paid_units},{paid_cur},{recv_units},{recv_cur},{paid_cents},{recv_cents},{fmt},{label}"
@@ -461,25 +426,17 @@ _WIRE_COLUMNS = {
 }
 
 
-def _unwireable(ev: TransactionEvent, raw: str, source: str, error: Exception | None) -> RejectedRecord:
-    """The reject of a valid row whose event has no faithful wire form: ``to_wire`` raised
-    (``error`` an ArithmeticError: an amount with no exact US-cent value in the decimal context,
-    ~10**26 dollars and beyond), ``from_wire`` refused the value (``error`` its FieldError: e.g.
-    units or cents beyond its 18-digit integers), or (``error`` None) it decoded to another event."""
+def _unwireable(ev: TransactionEvent, raw: str, source: str, error: FieldError | None) -> RejectedRecord:
+    """The reject of a valid row whose event has no faithful wire form: ``from_wire`` refused the
+    value (``error`` its FieldError: e.g. units or cents beyond its 18-digit integers), or
+    (``error`` None) it decoded to another event."""
     reason = f"not representable in the {WIRE_TAG} wire form"
-    if isinstance(error, FieldError):
+    if error is not None:
         column = _WIRE_COLUMNS.get(error.field, "row")
         m = {"Amount Paid": ev.amount_paid, "Amount Received": ev.amount_received}.get(column)
         value = _exact_amount_text(m) if m is not None else raw[:80]
         return RejectedRecord(source, ev.source_offset, raw, column, value,
                               f"{reason}: {error.field} {str(error.value)[:40]!r}: {error.reason}")
-    if error is not None:
-        for column, m in (("Amount Received", ev.amount_received), ("Amount Paid", ev.amount_paid)):
-            try:
-                usd_cents(m)
-            except ArithmeticError:
-                return RejectedRecord(source, ev.source_offset, raw, column, _exact_amount_text(m),
-                                      f"{reason}: its US-cent value exceeds the decimal precision")
     return RejectedRecord(source, ev.source_offset, raw, "row", raw[:80], f"{reason}: it does not decode back to the row")
 
 
@@ -492,7 +449,7 @@ def _reference_record(line: str | bytes, lineno: int, source: str,
         try:
             value = item.to_wire()
             ok = TransactionEvent.from_wire(value) == item
-        except (ArithmeticError, FieldError) as e:  # decimal.InvalidOperation from usd_cents, or from_wire's
+        except FieldError as e:  # from_wire's
             return _unwireable(item, _line_text(line), source, e)
         if not ok:  # pragma: no cover - to_wire and from_wire disagree
             return _unwireable(item, _line_text(line), source, None)
@@ -585,11 +542,11 @@ def _probe_lines() -> list[tuple[str, bool]]:
         ("2022/09/01 00:20,0%1,A%2C,1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # '%' in an id: rejected
         ("2022/09/01 00:20,1," + "A" * 65 + ",1,2,1.00,Euro,1.00,Euro,Wire,0", False),  # an id too long
     ]
-    for i, (cur, (_, mult, div, max_digits)) in enumerate(sorted(_CENTS.items())):
+    for i, (cur, (_, max_digits, num, den)) in enumerate(sorted(_AMOUNTS.items())):
         line = f"2022/09/0{1 + i % 9} 1{i % 10}:0{i % 10},0{i},A{i},{i}0,B{i},{{}},{cur},{{}},{cur},"
         line += f"{PAYMENT_FORMATS[i % len(PAYMENT_FORMATS)]},{i % 2}"
         for units, must in (
-            ([0, 1, 5, 50, 150, 12345678, 10**15 + 5, 10**16 - 1, *_ties(mult, div)], True),
+            ([0, 1, 5, 50, 150, 12345678, 10**15 + 5, 10**16 - 1, *_ties(num, den)], True),
             ([10**max_digits - 1, 10**max_digits, 10**_WIRE_INT_DIGITS - 1, 1], False),
         ):
             amounts = [_exact_amount_text(Money(cur, u)) for u in units]
@@ -599,9 +556,9 @@ def _probe_lines() -> list[tuple[str, bool]]:
 
 def _check_fast_wire() -> bool:
     """Whether the fast path reproduces the reference bytes on every probe line it takes, and
-    takes those it must (if the wire form in auditflow.records, the codec or the rates change in
-    a way it does not follow, it switches itself off and every row takes the reference path:
-    slower, never different)."""
+    takes those it must (if the wire form in auditflow.records or the codec change in a way it
+    does not follow, it switches itself off and every row takes the reference path: slower,
+    never different)."""
     try:
         ok = True
         for n, (line, must) in enumerate(_probe_lines(), 2):
@@ -625,61 +582,31 @@ if not _FAST_WIRE:  # pragma: no cover
 # ------------------------------------------------------------------------------------ produce
 
 
-def producer_config(bootstrap: str, client: str = DEFAULT_CLIENT, **overrides: Any) -> dict[str, Any]:
-    """The producer settings used here, for ``client`` (its own key names): idempotent,
-    ``acks='all'``, keys partitioned with murmur2 (the Java client's partitioner, so Flink and any
-    other producer put a sender on the same partition), batched and compressed for throughput."""
-    if client == "confluent-kafka":
-        return {
-            "bootstrap.servers": bootstrap,
-            "client.id": "auditflow-producer",
-            "acks": "all",
-            "enable.idempotence": True,  # per-partition order kept across retries, no duplicates
-            "partitioner": "murmur2_random",  # librdkafka's default (crc32) would differ from Java's
-            "allow.auto.create.topics": False,  # ensure_topics decides partition counts
-            "logger": logging.getLogger("ingest.kafka_io.librdkafka"),
-            **RDKAFKA_TUNING,
-            **overrides,
-        }
-    if client == "kafka-python":
-        return {
-            "bootstrap_servers": bootstrap,
-            "client_id": "auditflow-producer",
-            "acks": "all",
-            "enable_idempotence": True,
-            # NB kafka-python 3.0.12 does not pass this flag on to its metadata requests
-            # (ClusterMetadata is built without it): callers check existence first (_require_topics).
-            "allow_auto_create_topics": False,
-            **KAFKA_PYTHON_TUNING,
-            **overrides,
-        }
-    raise ValueError(f"unknown producer client {client!r} (one of {', '.join(CLIENTS)})")
+def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    """The producer settings used here (confluent-kafka's key names): idempotent, ``acks='all'``,
+    keys partitioned with murmur2 (the Java client's partitioner, so Flink and any other producer
+    put a sender on the same partition), batched and compressed for throughput."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "client.id": "auditflow-producer",
+        "acks": "all",
+        "enable.idempotence": True,  # per-partition order kept across retries, no duplicates
+        "partitioner": "murmur2_random",  # librdkafka's default (crc32) would differ from Java's
+        "allow.auto.create.topics": False,  # ensure_topics decides partition counts
+        "logger": logging.getLogger("ingest.kafka_io.librdkafka"),
+        **RDKAFKA_TUNING,
+        **overrides,
+    }
 
 
 class _Acks:
-    """Counts acknowledgements per (topic, partition) and keeps the first failure. kafka-python
-    runs callbacks on its I/O thread (an immediate failure on the caller's: hence the lock);
-    confluent-kafka runs them inside poll()/flush() on the caller's thread."""
+    """Counts acknowledgements per (topic, partition) and keeps the first failure (confluent-kafka
+    runs the delivery reports inside poll()/flush(), on the caller's thread)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self.by_partition: dict[tuple[str, int], int] = {}
-        self.done = 0  # acknowledged or failed
         self.failed = 0
         self.first_error: BaseException | None = None
-
-    def success(self, meta) -> None:  # kafka-python RecordMetadata
-        with self.lock:
-            self.done += 1
-            k = (meta.topic, meta.partition)
-            self.by_partition[k] = self.by_partition.get(k, 0) + 1
-
-    def failure(self, exc: BaseException) -> None:
-        with self.lock:
-            self.done += 1
-            self.failed += 1
-            if self.first_error is None:
-                self.first_error = exc
 
     def delivered(self, err, msg) -> None:  # confluent-kafka delivery report (caller's thread)
         if err is None:
@@ -921,91 +848,92 @@ def _raise_if_failed(acks: _Acks, where: str) -> None:
         raise ProduceError(f"{acks.failed} record(s) not acknowledged {where}: {acks.first_error!r}") from acks.first_error
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerOptions:
+    """Where :func:`produce_file` sends a transactions file: the broker (``host:port``), the topic
+    of its events and the dead-letter topic of its rejects (both made with ``partitions``
+    partitions where it creates them), and the plausible event-time window a row's timestamp must
+    lie in (from inclusive, to exclusive; rows outside it are dead-lettered)."""
+
+    bootstrap: str
+    topic: str
+    dlq_topic: str
+    partitions: int
+    time_window: TimeWindow = DEFAULT_EVENT_TIME_WINDOW
+
+
 def produce_file(
     csv_path: str | Path,
-    settings: Settings,
-    topic: str | None = None,
+    options: ProducerOptions,
     progress: ProgressCallback | None = None,
     *,
-    dlq_topic: str | None = None,
     progress_every: int = 2000,
     max_unacked: int = 200_000,
     flush_timeout_s: float = 300.0,
     create_topics: bool = True,
     producer_overrides: dict[str, Any] | None = None,
-    client: str = DEFAULT_CLIENT,
     resume: bool = True,
     restart: bool = False,
     chunk_rows: int = RESUME_CHUNK_ROWS,
 ) -> ProduceSummary:
-    """Stream ``csv_path`` into Kafka; bad rows go to the DLQ. See the module docstring.
+    """Stream ``csv_path`` into Kafka as ``options`` say; bad rows go to the DLQ. See the module
+    docstring.
 
-    ``topic``/``dlq_topic`` default to ``settings.topic_transactions``/``settings.topic_dlq``; with
-    ``create_topics`` both are ensured with ``settings.topic_partitions`` partitions first,
-    without it both must exist (``LookupError`` otherwise, before anything is sent).
-    ``progress(read, events_sent, dead_letters_sent)`` is called every ``progress_every`` rows
-    and once at the end. At most about ``max_unacked`` records wait for their acknowledgement
-    at a time (memory stays bounded on multi-million-row files). A wrong header raises
-    :class:`~auditflow.errors.FieldError` before any topic is made or anything is sent.
-    ``client`` is ``"confluent-kafka"`` (the default) or ``"kafka-python"`` (about 7x slower,
-    kept for comparison); ``producer_overrides`` use that client's own setting names.
+    With ``create_topics`` the topic and the DLQ topic are ensured with ``options.partitions``
+    partitions first, without it both must exist (``LookupError`` otherwise, before anything is
+    sent). ``progress(read, events_sent, dead_letters_sent)`` is called every ``progress_every``
+    rows and once at the end. At most about ``max_unacked`` records wait for their
+    acknowledgement at a time (memory stays bounded on multi-million-row files). A wrong header
+    raises :class:`~auditflow.errors.FieldError` before any topic is made or anything is sent.
+    ``producer_overrides`` use confluent-kafka's own setting names.
 
-    ``resume`` (confluent-kafka only): send in transactions of ``chunk_rows`` data lines with a
-    progress record each (see "resume" above), and start after the lines an earlier run of the
-    same file into the same topic committed: after a crash, or once more after a complete run
-    (nothing is sent again; lines appended since are). ``restart`` sends from the first line
-    whatever was committed. The summary's counts are this run's; ``skipped`` the lines before.
+    ``resume``: send in transactions of ``chunk_rows`` data lines with a progress record each
+    (see "resume" above), and start after the lines an earlier run of the same file into the same
+    topic committed: after a crash, or once more after a complete run (nothing is sent again;
+    lines appended since are). ``restart`` sends from the first line whatever was committed. The
+    summary's counts are this run's; ``skipped`` the lines before.
     """
-    if client not in CLIENTS:
-        raise ValueError(f"unknown producer client {client!r} (one of {', '.join(CLIENTS)})")
     if progress_every < 1:
         raise ValueError(f"progress_every must be positive, got {progress_every}")
-    if resume and client != "confluent-kafka":
-        raise ValueError(f"resume needs the confluent-kafka client (transactions), not {client!r}: pass resume=False")
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     source = str(csv_path)
-    topic = topic or settings.topic_transactions
-    dlq = dlq_topic or settings.topic_dlq
+    bootstrap, topic, dlq, window = options.bootstrap, options.topic, options.dlq_topic, options.time_window
     if topic == dlq:
         raise ValueError(f"topic and DLQ topic are both {topic!r}")
-    rows = wire_records(csv_path, time_window=settings.event_time_window)
+    rows = wire_records(csv_path, time_window=window)
     try:
         first = next(rows, None)  # opens the file, checks the header: fails before touching Kafka
         if create_topics:
-            ensure_topics(settings.kafka_bootstrap, {topic: settings.topic_partitions, dlq: settings.topic_partitions})
+            ensure_topics(bootstrap, {topic: options.partitions, dlq: options.partitions})
         else:
-            _require_topics(settings.kafka_bootstrap, [topic, dlq])
-        config = producer_config(settings.kafka_bootstrap, client, **(producer_overrides or {}))
-        plan = None
+            _require_topics(bootstrap, [topic, dlq])
+        config = producer_config(bootstrap, **(producer_overrides or {}))
         if resume:
-            ensure_topics(settings.kafka_bootstrap, {progress_topic(topic): 1},
+            ensure_topics(bootstrap, {progress_topic(topic): 1},
                           configs={progress_topic(topic): {"cleanup.policy": "compact"}})
             config["transactional.id"] = transactional_id(topic, str(Path(csv_path).resolve()))
             config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
         items = _chain_first(first, rows) if first is not None else iter(())
         acks = _Acks()
-        if client == "confluent-kafka":
-            def start_after_committed() -> tuple[_Resume, Iterator]:
-                """Called once the producer fenced any earlier one: the plan, and the items from there."""
-                nonlocal rows
-                start = _plan_resume(settings.kafka_bootstrap, topic, Path(csv_path), restart)
-                if not start.skip:
-                    return start, items
-                rows.close()
-                rows = wire_records(csv_path, time_window=settings.event_time_window, skip=start.skip)
-                return start, rows
 
-            read, sent, dead, elapsed, plan = _send_confluent(
-                items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s,
-                resume=start_after_committed if resume else None, chunk_rows=chunk_rows)
-        else:
-            read, sent, dead, elapsed = _send_kafka_python(
-                items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s)
+        def start_after_committed() -> tuple[_Resume, Iterator]:
+            """Called once the producer fenced any earlier one: the plan, and the items from there."""
+            nonlocal rows
+            start = _plan_resume(bootstrap, topic, Path(csv_path), restart)
+            if not start.skip:
+                return start, items
+            rows.close()
+            rows = wire_records(csv_path, time_window=window, skip=start.skip)
+            return start, rows
+
+        read, sent, dead, elapsed, plan = _send_confluent(
+            items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s,
+            resume=start_after_committed if resume else None, chunk_rows=chunk_rows)
     finally:
         rows.close()
-    _raise_if_failed(acks, f"by {settings.kafka_bootstrap}")
-    summary = ProduceSummary(source=source, topic=topic, dlq_topic=dlq, client=client, resumable=resume,
+    _raise_if_failed(acks, f"by {bootstrap}")
+    summary = ProduceSummary(source=source, topic=topic, dlq_topic=dlq, resumable=resume,
                              skipped=plan.skip if plan is not None else 0)
     summary.elapsed_s = elapsed
     summary.read = read
@@ -1137,40 +1065,6 @@ def _send_confluent(items, topic, dlq, source, config, acks, progress, progress_
     return read, sent, dead, elapsed, plan
 
 
-def _send_kafka_python(items, topic, dlq, source, config, acks, progress, progress_every, max_unacked, flush_timeout_s):
-    """The send loop on kafka-python (pure Python: ~70 us of CPU per record in the client alone)."""
-    from kafka import KafkaProducer
-
-    read = sent = dead = 0
-    on_ok, on_err = acks.success, acks.failure
-    producer = KafkaProducer(**config)
-    t0 = time.perf_counter()
-    try:
-        send = producer.send
-        for item in items:
-            read += 1
-            if type(item) is tuple:
-                fut = send(topic, value=item[1], key=item[0])
-                sent += 1
-            else:
-                fut = send(dlq, value=_dead_letter(item, source), key=None)
-                dead += 1
-            fut.add_callback(on_ok)
-            fut.add_errback(on_err)
-            if read % progress_every == 0:
-                _raise_if_failed(acks, "while producing")  # fail fast, e.g. broker gone
-                # kafka-python 3 has no buffer_memory bound: keep unacknowledged records bounded
-                while read - acks.done > max_unacked and not acks.failed:
-                    time.sleep(0.002)
-                if progress is not None:
-                    progress(read, sent, dead)
-        producer.flush(timeout=flush_timeout_s)  # every future is done (callbacks ran) after it
-        elapsed = time.perf_counter() - t0
-    finally:
-        producer.close(timeout=30)
-    return read, sent, dead, elapsed
-
-
 def _chain_first(first, rest):
     yield first
     yield from rest
@@ -1205,7 +1099,7 @@ def produce_raw(
 
         return on_delivery
 
-    producer = Producer(producer_config(bootstrap, "confluent-kafka", **{"client.id": "auditflow-raw", "linger.ms": 5}))
+    producer = Producer(producer_config(bootstrap, **{"client.id": "auditflow-raw", "linger.ms": 5}))
     for i, v in enumerate(values):
         producer.produce(topic, v, None if keys is None else keys[i], on_delivery=report(i))
         producer.poll(0)
@@ -1300,7 +1194,7 @@ def consume_all(
     return out
 
 
-# ------------------------------------------------------------------------------------ CLI body
+# ------------------------------------------------------------------------------------ line count
 
 
 def count_data_lines(path: str | Path, chunk: int = 1 << 20) -> int:
@@ -1314,52 +1208,3 @@ def count_data_lines(path: str | Path, chunk: int = 1 << 20) -> int:
     if last != b"\n":
         n += 1
     return max(0, n - 1)
-
-
-def produce_command(file: str | Path, topic: str | None, settings: Settings, *, restart: bool = False) -> ProduceSummary:
-    """``auditflow produce --from FILE --topic T [--restart]``: produce (resumable) with a progress
-    bar, print the counts."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    console = Console()
-    topic = topic or settings.topic_transactions
-    total = count_data_lines(file)
-    with Progress(
-        TextColumn("[bold]produce[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TextColumn("dlq {task.fields[dlq]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    ) as bar:
-        task = bar.add_task(escape(f"{Path(file).name} -> {topic}"), total=total or None, rate="", dlq=0)
-        t0 = time.perf_counter()
-
-        def on_progress(read: int, sent: int, dead: int) -> None:
-            dt = time.perf_counter() - t0
-            bar.update(task, completed=read, dlq=dead, rate=f"{read / dt:,.0f} rows/s" if dt > 0 else "")
-
-        summary = produce_file(file, settings, topic=topic, progress=on_progress, restart=restart)
-        bar.update(task, total=summary.read, completed=summary.read)
-    if summary.skipped:
-        console.print(f"resumed: the first {summary.skipped} rows were committed by an earlier run and not sent again")
-    console.print(
-        f"[green]produced[/] {summary.produced} events to [bold]{escape(summary.topic)}[/] "
-        f"(partitions {', '.join(f'{p}: {n}' for p, n in summary.partitions.items()) or '-'}), "
-        f"{summary.dead_lettered} dead-lettered to [bold]{escape(summary.dlq_topic)}[/]; "
-        f"{summary.read} rows read in {summary.elapsed_s:.2f} s ({summary.events_per_s:,.0f} events/s)",
-        soft_wrap=True,
-    )
-    return summary

@@ -1,17 +1,14 @@
-"""The narrator's route in the model service: ``auditflow serve model`` includes :data:`router`
-(``POST /narrate``, see :func:`model_service.narrator.narration_router`). The model loads on the
-first request, on ``AUDITFLOW_NARRATOR_DEVICE`` with ``AUDITFLOW_NARRATOR_THREADS``."""
+"""The narrator's route in the model service: ``auditflow serve model`` includes
+:func:`narrator_router` (``POST /narrate``, see :func:`model_service.narrator.narration_router`),
+made with the narrator's device and threads the app layer passes. The model loads on the first
+request."""
 
 from __future__ import annotations
 
 from model_service.narrator import load_model, narration_router
 
 
-def _load():
-    from auditflow_app.settings import Settings
-
-    s = Settings()
-    return load_model(s.narrator_device, threads=s.narrator_threads)
-
-
-router = narration_router(load=_load)
+def narrator_router(device: str = "auto", *, threads: int | None = None):
+    """``POST /narrate`` whose model loads on the first request, on ``device`` (``auto``, ``cpu``
+    or ``cuda``) with ``threads`` torch CPU threads (None: torch's default)."""
+    return narration_router(load=lambda: load_model(device, threads=threads))

@@ -16,14 +16,14 @@ the tier's latency target. ``/health`` answers while the process is up; ``/ready
 loaded and the worker runs (503 before).
 
 The scorer runs on CUDA when xgboost has it (:func:`model_service.scorer.preferred_device`), else
-on the CPU. The narrator, where installed, is hosted in the same service: a module of
-:data:`OPTIONAL_ROUTERS` that imports and has a ``router`` is included as it is.
+on the CPU. The narrator, where installed, is hosted in the same service (:func:`hosted_routers`).
+The service takes plain arguments; ``auditflow serve model`` (the app layer's model server)
+builds them from the settings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import itertools
 import math
 import time
@@ -38,7 +38,6 @@ from auditflow.records import ReasonCode
 
 TIERS = ("critical", "normal", "background")
 _PRIORITY = {t: i for i, t in enumerate(TIERS)}
-OPTIONAL_ROUTERS = ("model_service.narrator_service",)
 REASONS_PER_ROW = 4
 
 
@@ -50,13 +49,6 @@ class TierPolicy:
     normal_score: float
     alert_threshold: float
     targets_ms: Mapping[str, float]
-
-    @classmethod
-    def of(cls, settings, alert_threshold: float) -> TierPolicy:
-        """The tiers of the settings (``AUDITFLOW_TIER_*``) over a cascade's alert threshold."""
-        targets = {"critical": settings.tier_critical_ms, "normal": settings.tier_normal_ms,
-                   "background": settings.tier_background_ms}
-        return cls(settings.tier_critical_score, settings.tier_normal_score, alert_threshold, targets)
 
     def tier(self, score: float) -> str:
         """``critical`` / ``normal`` / ``background`` (at or above the alert threshold), else ``none``.
@@ -299,9 +291,21 @@ class MicroBatcher:
         return out  # type: ignore[return-value]
 
 
+def hosted_routers(*, narrator_device: str = "auto", narrator_threads: int | None = None) -> list:
+    """The routers the service hosts besides scoring, where installed: the narrator's
+    (``POST /narrate``, its model loaded on the first request on ``narrator_device`` with
+    ``narrator_threads`` torch CPU threads; see :mod:`model_service.narrator_service`)."""
+    try:
+        from model_service.narrator_service import narrator_router
+    except ImportError:
+        return []
+    return [narrator_router(narrator_device, threads=narrator_threads)]
+
+
 def create_app(scorer: CascadeScorer, *, batch_max: int = 512, batch_wait_ms: float = 2.0,
-               targets_ms: Mapping[str, float] | None = None):
-    """The FastAPI app around ``scorer`` (see the module docstring)."""
+               targets_ms: Mapping[str, float] | None = None, routers: Sequence | None = None):
+    """The FastAPI app around ``scorer`` (see the module docstring), with ``routers`` included
+    (default: :func:`hosted_routers` as they come)."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, HTTPException, Response
@@ -370,24 +374,6 @@ def create_app(scorer: CascadeScorer, *, batch_max: int = 512, batch_wait_ms: fl
 
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    for name in OPTIONAL_ROUTERS:  # the narrator, hosted here when it exists
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        router = getattr(module, "router", None)
-        if router is not None:
-            app.include_router(router)
+    for router in hosted_routers() if routers is None else routers:  # the narrator, hosted here
+        app.include_router(router)
     return app
-
-
-def app_from_settings(settings):
-    """The service for ``auditflow serve model``: the cascade in ``AUDITFLOW_MODEL_DIR`` (else
-    OUT_DIR/model) with the tiers and batching of the settings."""
-    from model_service.training import Cascade
-
-    model_dir = settings.model_dir or settings.out_dir / "model"
-    cascade = Cascade.load(model_dir)
-    policy = TierPolicy.of(settings, cascade.alert_threshold)
-    return create_app(CascadeScorer(cascade, policy), batch_max=settings.model_batch_max,
-                      batch_wait_ms=settings.model_batch_wait_ms, targets_ms=dict(policy.targets_ms))

@@ -55,6 +55,24 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# ------------------------------------------------------------------ version
+
+
+def test_version_prints_the_project_version_and_the_code_version(monkeypatch):
+    """``auditflow --version`` (no command needed): ``pyproject.toml``'s version, and the code version
+    reports record when it says more (a git checkout)."""
+    import tomllib
+
+    from auditflow import version as V
+
+    shipped = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    monkeypatch.setattr(V, "code_version", lambda: "0123456789ab-dirty")
+    assert invoke("--version") == f"auditflow {shipped} (code 0123456789ab-dirty)\n"
+    monkeypatch.setattr(V, "code_version", lambda: shipped)  # an installed wheel: nothing more to say
+    assert invoke("--version") == f"auditflow {shipped}\n"
+    assert "Usage" in runner.invoke(cli.app, []).output  # no arguments: still the help
+
+
 # ------------------------------------------------------------------ generate
 
 

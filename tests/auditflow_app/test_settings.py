@@ -18,7 +18,6 @@ from evidence_graph import NetworkxGraphStore, open_store
 
 def test_defaults_are_the_limits_defined_once():
     s = Settings()
-    assert s.window_minutes == limits.DEFAULT_WINDOW_MINUTES == 1440
     assert s.trace_hops == limits.MAX_TRACE_HOPS == 5
     assert s.trace_fanout_cap == limits.DEFAULT_FANOUT_CAP == 50
     assert s.trace_horizon == limits.DEFAULT_TRACE_HORIZON == timedelta(days=3)
@@ -42,7 +41,6 @@ def test_trace_hops_is_bounded_by_the_limit(monkeypatch):
     [
         ("AUDITFLOW_OUT_DIR", "/data/run1", "out_dir", Path("/data/run1")),
         ("AUDITFLOW_SEED", "11", "seed", 11),
-        ("AUDITFLOW_WINDOW_MINUTES", "60", "window_minutes", 60),
         ("AUDITFLOW_TRACE_HOPS", "2", "trace_hops", 2),
         ("AUDITFLOW_TRACE_FANOUT_CAP", "7", "trace_fanout_cap", 7),
         ("AUDITFLOW_TRACE_HORIZON_MINUTES", "90", "trace_horizon", timedelta(minutes=90)),
@@ -91,7 +89,6 @@ def test_neo4j_credentials_and_namespace_go_to_bolt_stores_only(monkeypatch):
     [
         ("AUDITFLOW_TRACE_HOPS", "6", "trace_hops"),
         ("AUDITFLOW_TRACE_HOPS", "0", "trace_hops"),
-        ("AUDITFLOW_WINDOW_MINUTES", "a day", "window_minutes"),
         ("AUDITFLOW_TRACE_FANOUT_CAP", "0", "trace_fanout_cap"),
         ("AUDITFLOW_TRACE_HORIZON_MINUTES", "-5", "trace_horizon_minutes"),
         ("AUDITFLOW_TYPOLOGY_WINDOW_MINUTES", "0", "typology_window_minutes"),

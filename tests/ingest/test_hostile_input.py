@@ -334,23 +334,20 @@ def test_produce_goes_through_a_file_of_hostile_lines(tmp_path, topic_name, boot
     """`auditflow produce` used to stop half-way on a 100 KB line (a 1.2 MB dead letter, beyond
     the broker's 1 MiB limit) and crash on non-UTF-8 bytes: now every line is sent, events to
     the topic, rejects to the DLQ, each dead letter small and decodable."""
-    from auditflow_app.settings import Settings
-
     lines = [GOOD.encode(), GOOD[:-1].encode() + "é".encode() * 100_000, GOOD.encode().replace(b"8000EBD30", b"80\xff"),
              GOOD.replace("00:20", "00:21").encode(), GOOD.replace("2022", "9999").encode(),
              GOOD.replace("010", "01/0", 1).encode(), ROW.format("1" * 31).encode()]
     path = tmp_path / "hostile_Trans.csv"
     path.write_bytes(",".join(HEADER).encode() + b"\n" + b"\n".join(lines) + b"\n")
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=topic_name("tx"), topic_dlq=topic_name("dlq"),
-                        topic_partitions=1)
-    summary = kafka_io.produce_file(path, settings)
+    options = kafka_io.ProducerOptions(bootstrap, topic_name("tx"), topic_name("dlq"), partitions=1)
+    summary = kafka_io.produce_file(path, options)
     assert (summary.read, summary.produced, summary.dead_lettered) == (7, 2, 5)
-    dead = kafka_io.consume_all(bootstrap, settings.topic_dlq, expect=5, timeout_s=60)
+    dead = kafka_io.consume_all(bootstrap, options.dlq_topic, expect=5, timeout_s=60)
     rejects = {r.offset: r for r in (RejectedRecord.from_json(d.value) for d in dead)}
     assert {n: r.field for n, r in rejects.items()} == {3: "Is Laundering", 4: "row", 6: "Timestamp", 7: "From Bank",
                                                         8: "Amount Received"}
     assert max(len(d.value) for d in dead) < 40 * 1024
     assert rejects[3].raw_length == len(lines[1]) and rejects[3].raw_sha256 == hashlib.sha256(lines[1]).hexdigest()
     assert rejects[4].raw_encoding == "base64" and rejects[4].raw_bytes() == lines[2]
-    events = kafka_io.consume_all(bootstrap, settings.topic_transactions, expect=2, timeout_s=60)
+    events = kafka_io.consume_all(bootstrap, options.topic, expect=2, timeout_s=60)
     assert [TransactionEvent.from_wire(e.value.decode()).source_offset for e in events] == [2, 5]

@@ -18,7 +18,7 @@ import pytest
 
 from auditflow.errors import FieldError
 from auditflow.records import WIRE_FIELDS, RejectedRecord, TransactionEvent
-from auditflow_app.settings import Settings
+from ingest.kafka_io import ProducerOptions
 from ingest.synthetic import generate, write_dataset
 
 pytestmark = pytest.mark.services("kafka")
@@ -65,18 +65,13 @@ def csv_file(tmp_path_factory, dataset):
 
 @pytest.fixture(scope="module")
 def produced(csv_file, topic_name, bootstrap, kio):
-    """produce_file once for the module: (settings, summary, progress calls)."""
-    settings = Settings(
-        kafka_bootstrap=bootstrap,
-        topic_transactions=topic_name("tx"),
-        topic_dlq=topic_name("tx.dlq"),
-        topic_partitions=PARTITIONS,
-    )
+    """produce_file once for the module: (options, summary, progress calls)."""
+    options = ProducerOptions(bootstrap, topic_name("tx"), topic_name("tx.dlq"), PARTITIONS)
     calls: list[tuple[int, int, int]] = []
     summary = kio.produce_file(
-        csv_file[0], settings, progress=lambda *a: calls.append(a), progress_every=100
+        csv_file[0], options, progress=lambda *a: calls.append(a), progress_every=100
     )
-    return settings, summary, calls
+    return options, summary, calls
 
 
 def test_summary_counts_every_row_once(produced, dataset, csv_file):
@@ -98,15 +93,15 @@ def test_summary_counts_every_row_once(produced, dataset, csv_file):
 def test_every_good_row_arrives_once_identical_and_keyed_by_sender(produced, dataset, bootstrap, kio):
     from kafka.partitioner.default import murmur2
 
-    settings, summary, _ = produced
-    recs = kio.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=len(dataset.events))
+    options, summary, _ = produced
+    recs = kio.consume_all(bootstrap, options.topic, timeout_s=60, expect=len(dataset.events))
     assert len(recs) == len(dataset.events)
     assert recs == sorted(recs, key=lambda r: (r.partition, r.offset))
     got = {}
     partition_of_key: dict[bytes, set[int]] = defaultdict(set)
     values: dict[str, list[str]] = {}
     for r in recs:
-        assert r.topic == settings.topic_transactions
+        assert r.topic == options.topic
         ev = TransactionEvent.from_wire(r.value.decode())
         assert ev.event_id not in got, f"{ev.event_id} arrived twice"
         got[ev.event_id] = ev
@@ -134,9 +129,9 @@ def test_every_good_row_arrives_once_identical_and_keyed_by_sender(produced, dat
 
 
 def test_malformed_rows_are_dead_lettered_with_line_and_reason(produced, csv_file, bootstrap, kio):
-    settings, _, _ = produced
+    options, _, _ = produced
     path, bad = csv_file
-    recs = kio.consume_all(bootstrap, settings.topic_dlq, timeout_s=60, expect=len(bad))
+    recs = kio.consume_all(bootstrap, options.dlq_topic, timeout_s=60, expect=len(bad))
     assert len(recs) == len(bad)
     rejects = sorted((RejectedRecord.from_dict(json.loads(r.value)) for r in recs), key=lambda r: r.offset)
     assert [r.offset for r in rejects] == sorted(bad)
@@ -162,9 +157,8 @@ def test_ensure_topics_is_idempotent_and_refuses_another_partition_count(topic_n
 def test_produce_refuses_an_existing_topic_with_other_partitions(topic_name, bootstrap, kio, csv_file):
     tx, dlq = topic_name("wrong.tx"), topic_name("wrong.dlq")
     kio.ensure_topics(bootstrap, {tx: 1})
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq, topic_partitions=PARTITIONS)
     with pytest.raises(kio.TopicPartitionMismatch, match="has 1 partitions, expected 3"):
-        kio.produce_file(csv_file[0], settings)
+        kio.produce_file(csv_file[0], ProducerOptions(bootstrap, tx, dlq, PARTITIONS))
     assert kio.consume_all(bootstrap, tx, timeout_s=20, quiet_s=0.5) == []
 
 
@@ -174,9 +168,8 @@ def test_wrong_header_fails_before_any_topic_is_made(tmp_path, topic_name, boots
     path = tmp_path / "not_amlworld.csv"
     path.write_text("a,b,c\n1,2,3\n", encoding="utf-8")
     tx, dlq = topic_name("hdr.tx"), topic_name("hdr.dlq")
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq)
     with pytest.raises(FieldError, match="header"):
-        kio.produce_file(path, settings)
+        kio.produce_file(path, ProducerOptions(bootstrap, tx, dlq, PARTITIONS))
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         assert not {tx, dlq} & set(admin.list_topics())
@@ -232,9 +225,8 @@ def test_missing_topics_are_refused_not_auto_created(topic_name, bootstrap, kio,
         kio.consume_all(bootstrap, tx, timeout_s=2)
     with pytest.raises(LookupError, match="do not exist"):
         kio.produce_raw(bootstrap, tx, [b"x"])
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq)
     with pytest.raises(LookupError, match=f"{tx!r}, {dlq!r} do not exist"):
-        kio.produce_file(csv_file[0], settings, create_topics=False)
+        kio.produce_file(csv_file[0], ProducerOptions(bootstrap, tx, dlq, PARTITIONS), create_topics=False)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         assert not {tx, dlq} & set(admin.list_topics())
@@ -242,21 +234,24 @@ def test_missing_topics_are_refused_not_auto_created(topic_name, bootstrap, kio,
         admin.close()
 
 
-def test_produce_command_prints_progress_and_counts(csv_file, dataset, topic_name, bootstrap, kio, capsys):
-    settings = Settings(
-        kafka_bootstrap=bootstrap,
-        topic_transactions=topic_name("cmd.default"),
-        topic_dlq=topic_name("cmd.dlq"),
-        topic_partitions=2,
-    )
-    tx = topic_name("cmd.tx")
-    summary = kio.produce_command(csv_file[0], tx, settings)
-    out = capsys.readouterr().out
-    assert summary.topic == tx and summary.produced == len(dataset.events)
-    last = out.strip().splitlines()[-1]  # one line, not wrapped: fit for logs
-    assert f"produced {len(dataset.events)} events to {tx} " in last
-    assert f"{len(MALFORMED)} dead-lettered to {settings.topic_dlq}; {summary.read} rows read" in last
-    assert kio.count_data_lines(csv_file[0]) == summary.read
+def test_produce_command_prints_progress_and_counts(csv_file, dataset, topic_name, bootstrap, kio, monkeypatch):
+    """``auditflow produce --from FILE --topic T`` (auditflow_app.cli): the topic from the option,
+    the broker, DLQ topic and partition count from the settings; the counts on one last line."""
+    from typer.testing import CliRunner
+
+    from auditflow_app import cli
+
+    dlq, tx = topic_name("cmd.dlq"), topic_name("cmd.tx")
+    monkeypatch.setenv("AUDITFLOW_KAFKA_BOOTSTRAP", bootstrap)
+    monkeypatch.setenv("AUDITFLOW_TOPIC_TRANSACTIONS", topic_name("cmd.default"))
+    monkeypatch.setenv("AUDITFLOW_TOPIC_DLQ", dlq)
+    monkeypatch.setenv("AUDITFLOW_TOPIC_PARTITIONS", "2")
+    result = CliRunner().invoke(cli.app, ["produce", "--from", str(csv_file[0]), "--topic", tx])
+    assert result.exit_code == 0, result.output
+    last = result.output.strip().splitlines()[-1]  # one line, not wrapped: fit for logs
+    assert f"produced {len(dataset.events)} events to {tx} (partitions 0: " in last and ", 1: " in last
+    assert f"{len(MALFORMED)} dead-lettered to {dlq}; {kio.count_data_lines(csv_file[0])} rows read" in last
+    assert len(kio.consume_all(bootstrap, tx, timeout_s=60, expect=len(dataset.events))) == len(dataset.events)
 
 
 # Written by hand, with what each must become on the wire (independent of the generator and of
@@ -303,11 +298,10 @@ def test_hand_written_rows_arrive_with_exact_values(tmp_path, topic_name, bootst
 
     path = tmp_path / "hand_Trans.csv"
     path.write_text(HAND_HEADER + "\n" + "".join(row + "\n" for row, _ in HAND_ROWS), encoding="utf-8")
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=topic_name("hand.tx"),
-                        topic_dlq=topic_name("hand.dlq"), topic_partitions=PARTITIONS)
-    summary = kio.produce_file(path, settings)
+    options = ProducerOptions(bootstrap, topic_name("hand.tx"), topic_name("hand.dlq"), PARTITIONS)
+    summary = kio.produce_file(path, options)
     assert (summary.read, summary.produced, summary.dead_lettered) == (3, 3, 0)
-    recs = kio.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=3)
+    recs = kio.consume_all(bootstrap, options.topic, timeout_s=60, expect=3)
     by_offset = {int(r.value.decode().split(",")[3]): r for r in recs}
     assert sorted(by_offset) == [2, 3, 4] and len(recs) == 3
     ids = []
@@ -325,4 +319,4 @@ def test_hand_written_rows_arrive_with_exact_values(tmp_path, topic_name, bootst
     # exact units, no float on the way: the Yen amount has more digits than a double holds
     big = TransactionEvent.from_wire(by_offset[4].value.decode()).amount_paid
     assert (big.units, big.scale) == (9_007_199_254_740_993, 2)
-    assert kio.consume_all(bootstrap, settings.topic_dlq, timeout_s=20, quiet_s=0.5) == []
+    assert kio.consume_all(bootstrap, options.dlq_topic, timeout_s=20, quiet_s=0.5) == []

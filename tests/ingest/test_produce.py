@@ -7,9 +7,9 @@ form), byte for byte, or the same reject, on generated files and on fuzzed lines
 decodes back (``TransactionEvent.from_wire``) to the event the codec reads.
 
 Integration tests (real Kafka from ``deploy/services up kafka`` and ``AUDITFLOW_SERVICES=1``;
-see ``services`` in tests/conftest.py): a generated file with malformed rows spliced in at known lines is produced
-with each client, read back from the topic and the DLQ, and checked against what reading the
-CSV with the reference codec gives. Topics are ``prodtest.<run uuid>.<name>``, deleted at the end.
+see ``services`` in tests/conftest.py): a generated file with malformed rows spliced in at known lines is produced,
+read back from the topic and the DLQ, and checked against what reading the CSV with the reference
+codec gives. Topics are ``prodtest.<run uuid>.<name>``, deleted at the end.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from auditflow.money import CURRENCIES
 from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent
-from auditflow_app.settings import Settings
 from ingest import kafka_io
+from ingest.kafka_io import ProducerOptions
 from ingest.amlworld import HEADER, parse_line, read_transactions
 from ingest.synthetic import generate, write_dataset
 
@@ -93,14 +93,15 @@ def test_fast_wire_path_is_on():
 
 
 def test_the_self_check_notices_a_changed_wire_form(monkeypatch):
-    """If to_wire (or the rates) changed under the fast path, the import-time check fails and the
-    producer would stay on the reference path."""
+    """If to_wire changed under the fast path, or the fast path's cents left auditflow.money's,
+    the import-time check fails and the producer would stay on the reference path."""
     real = TransactionEvent.to_wire
     monkeypatch.setattr(TransactionEvent, "to_wire", lambda self: real(self).replace(",Euro,", ",EUR,"))
     assert not kafka_io._check_fast_wire()
     monkeypatch.undo()
     assert kafka_io._check_fast_wire()
-    monkeypatch.setitem(kafka_io._CENTS, "Yen", (2, 93, 10_000, 23))  # a wrong rate
+    scale, digits, num, den = kafka_io._AMOUNTS["Yen"]
+    monkeypatch.setitem(kafka_io._AMOUNTS, "Yen", (scale, digits, num + 1, den))  # a wrong rate
     assert not kafka_io._check_fast_wire()
 
 
@@ -248,28 +249,54 @@ def test_fast_units_are_the_parsed_units(units, currency, zeros_before, zeros_af
     if len(str(units)) > MAX_UNIT_DIGITS[currency]:  # beyond the cap: the parser refuses (the fast path's table stops earlier)
         with pytest.raises(FieldError, match="digits before the decimal point"):
             parse_amount(text, currency, field="Amount Paid")
-        assert len(str(units)) > kafka_io._CENTS[currency][3]
+        assert len(str(units)) > kafka_io._AMOUNTS[currency][1]
     else:
         assert kafka_io._fast_units(text, scale) == str(parse_amount(text, currency, field="Amount Paid").units)
 
 
-@given(st.integers(0, 10**18 - 1), st.sampled_from(sorted(CURRENCIES)))
-def test_fast_cents_are_usd_cents_wherever_the_fast_path_takes_the_amount(units, currency):
-    from auditflow.money import Money, usd_cents
+def _decimal_cents(amount: str, currency: str) -> bytes:
+    """The exact US cents of a decimal amount at the reference rate, half to even (Decimal, wide
+    enough to be exact): independent of the integer arithmetic both paths use."""
+    from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
-    scale, mult, div, max_digits = kafka_io._CENTS[currency]
-    assert scale == CURRENCIES[currency][1]
-    if len(str(units)) <= max_digits:
-        assert kafka_io._half_even(units * mult, div) == usd_cents(Money(currency, units))
+    from auditflow.money import USD_RATES
+
+    with localcontext(prec=80):
+        return str((Decimal(amount) * USD_RATES[currency] * 100).quantize(Decimal(1), ROUND_HALF_EVEN)).encode()
 
 
-def test_cents_round_half_to_even():
-    # 0.50 EUR = 58.5 US cents -> 58; 1.50 EUR = 175.5 -> 176; 0.00001 XBT = 11.5 -> 12
-    assert [kafka_io._half_even(u * 117, 100) for u in (50, 150)] == [58, 176]
-    assert kafka_io._half_even(1000 * 11500, 10**6) == 12
-    for cur, (_, mult, div, _) in kafka_io._CENTS.items():
-        for u in kafka_io._ties(mult, div):
-            assert (u * mult) % div * 2 == div, cur  # a true tie
+@given(st.integers(0, 10**19 - 1), st.sampled_from(sorted(CURRENCIES)))
+def test_the_fast_path_takes_amounts_up_to_the_cap_with_their_exact_cents(units, currency):
+    """Every amount within the fast path's bound (the parser's cap) goes fast with its exact US
+    cents in the value; one beyond it is left to the reference path."""
+    from auditflow.money import MAX_UNIT_DIGITS, Money
+
+    scale, max_digits, _, _ = kafka_io._AMOUNTS[currency]
+    assert scale == CURRENCIES[currency][1] and max_digits == min(18, MAX_UNIT_DIGITS[currency])
+    amount = kafka_io._exact_amount_text(Money(currency, units))
+    got = kafka_io._fast_wire(f"2022/09/01 00:20,010,A,011,B,1.00,US Dollar,{amount},{currency},ACH,0", 2)
+    if len(str(units)) > max_digits:
+        assert got is None
+    else:
+        assert got[1].split(b",")[12] == _decimal_cents(amount, currency)
+
+
+def test_cents_round_half_to_even_on_the_fast_path():
+    """0.50 EUR = 58.5 US cents -> 58; 1.50 EUR = 175.5 -> 176; 0.00001 XBT = 11.5 -> 12; and the
+    ties the self-check probes are true ties, rounded as Decimal rounds them."""
+    from auditflow.money import USD_CENT_FACTORS, Money
+
+    def cents(amount: str, currency: str) -> bytes:  # the value's paid_usd_cents
+        _, value = kafka_io._fast_wire(f"2022/09/01 00:20,010,A,011,B,1.00,US Dollar,{amount},{currency},ACH,0", 2)
+        return value.split(b",")[12]
+
+    assert [cents(a, "Euro") for a in ("0.50", "1.50")] == [b"58", b"176"]
+    assert cents("0.00001", "Bitcoin") == b"12"
+    for cur, (num, den) in USD_CENT_FACTORS.items():
+        for u in kafka_io._ties(num, den):
+            assert (u * num) % den * 2 == den, cur  # a true tie
+            amount = kafka_io._exact_amount_text(Money(cur, u))
+            assert cents(amount, cur) == _decimal_cents(amount, cur), (cur, u)
 
 
 def test_amounts_up_to_the_cap_go_fast_and_decode_and_beyond_it_are_the_parsers_rejects():
@@ -317,36 +344,26 @@ TOPIC_PREFIX = "prodtest"  # see topic_name in conftest.py
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="module", params=kafka_io.CLIENTS)
-def produced(request, spliced_csv, topic_name, bootstrap):
-    """The spliced file produced once per client; (client, settings, summary, progress calls,
-    topic records, DLQ records)."""
-    client = request.param
-    settings = Settings(
-        kafka_bootstrap=bootstrap,
-        topic_transactions=topic_name(f"{client}.tx"),
-        topic_dlq=topic_name(f"{client}.dlq"),
-        topic_partitions=PARTITIONS,
-    )
+@pytest.fixture(scope="module")
+def produced(spliced_csv, topic_name, bootstrap):
+    """The spliced file produced once; (options, summary, progress calls, topic records, DLQ records)."""
+    options = ProducerOptions(bootstrap, topic_name("confluent-kafka.tx"), topic_name("confluent-kafka.dlq"), PARTITIONS)
     calls: list[tuple[int, int, int]] = []
-    summary = kafka_io.produce_file(
-        spliced_csv[0], settings, progress=lambda *a: calls.append(a), progress_every=250, client=client,
-        resume=client == "confluent-kafka",
-    )
+    summary = kafka_io.produce_file(spliced_csv[0], options, progress=lambda *a: calls.append(a), progress_every=250)
     n_bad = len(spliced_csv[1])
-    recs = kafka_io.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=summary.produced)
-    dlq = kafka_io.consume_all(bootstrap, settings.topic_dlq, timeout_s=60, expect=n_bad)
-    return client, settings, summary, calls, recs, dlq
+    recs = kafka_io.consume_all(bootstrap, options.topic, timeout_s=60, expect=summary.produced)
+    dlq = kafka_io.consume_all(bootstrap, options.dlq_topic, timeout_s=60, expect=n_bad)
+    return options, summary, calls, recs, dlq
 
 
 @needs_kafka
 def test_counts_add_up(produced, spliced_csv):
-    client, _, summary, calls, recs, dlq = produced
+    _, summary, calls, recs, dlq = produced
     path, bad = spliced_csv
     n_lines = kafka_io.count_data_lines(path)
     want = reference(path)
     n_good = sum(1 for it in want if type(it) is tuple)
-    assert summary.client == client
+    assert (summary.client, summary.resumable) == ("confluent-kafka", True)
     assert (summary.read, summary.produced, summary.dead_lettered) == (n_lines, n_good, len(bad))
     assert summary.read == summary.produced + summary.dead_lettered
     assert (len(recs), len(dlq)) == (n_good, len(bad))  # nothing more on the topics either
@@ -360,12 +377,12 @@ def test_counts_add_up(produced, spliced_csv):
 def test_the_good_rows_arrive_once_each_identical_to_the_reference(produced, spliced_csv):
     from kafka.partitioner.default import murmur2
 
-    _, settings, _, _, recs, _ = produced
+    options, _, _, recs, _ = produced
     path, _ = spliced_csv
     want = {event_id_of(v): (k, v) for k, v in (it for it in reference(path) if type(it) is tuple)}
     got: dict[str, tuple[bytes, bytes]] = {}
     for r in recs:
-        assert r.topic == settings.topic_transactions
+        assert r.topic == options.topic
         eid = event_id_of(r.value)
         assert eid not in got, f"{eid} arrived twice"
         got[eid] = (r.key, r.value)
@@ -376,7 +393,7 @@ def test_the_good_rows_arrive_once_each_identical_to_the_reference(produced, spl
 
 @needs_kafka
 def test_each_sender_keeps_file_order_on_one_partition(produced):
-    _, _, _, _, recs, _ = produced
+    _, _, _, recs, _ = produced
     by_key: dict[bytes, list[tuple[int, int, int]]] = defaultdict(list)
     for r in recs:
         by_key[r.key].append((TransactionEvent.from_wire(r.value.decode()).source_offset, r.partition, r.offset))
@@ -390,7 +407,7 @@ def test_each_sender_keeps_file_order_on_one_partition(produced):
 
 @needs_kafka
 def test_each_malformed_row_is_dead_lettered_with_its_line_and_field(produced, spliced_csv):
-    _, settings, _, _, _, dlq = produced
+    _, _, _, _, dlq = produced
     path, bad = spliced_csv
     rejects = {}
     for r in dlq:
@@ -414,12 +431,11 @@ def test_each_malformed_row_is_dead_lettered_with_its_line_and_field(produced, s
 @needs_kafka
 def test_a_tiny_queue_bound_still_delivers_everything(spliced_csv, topic_name, bootstrap):
     """max_unacked=64: produce() keeps hitting the queue bound and waits for room, losing nothing."""
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=topic_name("tiny.tx"),
-                        topic_dlq=topic_name("tiny.dlq"), topic_partitions=2)
-    summary = kafka_io.produce_file(spliced_csv[0], settings, max_unacked=64)
+    options = ProducerOptions(bootstrap, topic_name("tiny.tx"), topic_name("tiny.dlq"), 2)
+    summary = kafka_io.produce_file(spliced_csv[0], options, max_unacked=64)
     n_good = sum(1 for it in reference(spliced_csv[0]) if type(it) is tuple)
     assert (summary.produced, summary.dead_lettered) == (n_good, len(spliced_csv[1]))
-    recs = kafka_io.consume_all(bootstrap, settings.topic_transactions, timeout_s=60, expect=n_good)
+    recs = kafka_io.consume_all(bootstrap, options.topic, timeout_s=60, expect=n_good)
     assert len({event_id_of(r.value) for r in recs}) == len(recs) == n_good
 
 
@@ -433,11 +449,13 @@ def test_records_the_broker_refuses_raise_instead_of_vanishing(spliced_csv, topi
         admin.create_topics([NewTopic(tx, 2, 1, topic_configs={"max.message.bytes": "300"}), NewTopic(dlq, 2, 1)])
     finally:
         admin.close()
-    settings = Settings(kafka_bootstrap=bootstrap, topic_transactions=tx, topic_dlq=dlq, topic_partitions=2)
     with pytest.raises(kafka_io.ProduceError, match="not acknowledged"):
-        kafka_io.produce_file(spliced_csv[0], settings, create_topics=False)
+        kafka_io.produce_file(spliced_csv[0], ProducerOptions(bootstrap, tx, dlq, 2), create_topics=False)
 
 
-def test_unknown_client_is_refused(spliced_csv):
-    with pytest.raises(ValueError, match="unknown producer client"):
-        kafka_io.produce_file(spliced_csv[0], Settings(), client="nope")
+def test_one_topic_for_events_and_dead_letters_is_refused_before_kafka(spliced_csv):
+    """No broker answers at this address: the options are refused before anything is contacted."""
+    with pytest.raises(ValueError, match="topic and DLQ topic are both 'same'"):
+        kafka_io.produce_file(spliced_csv[0], ProducerOptions("127.0.0.1:1", "same", "same", 3))
+    with pytest.raises(ValueError, match="progress_every must be positive"):
+        kafka_io.produce_file(spliced_csv[0], ProducerOptions("127.0.0.1:1", "tx", "dlq", 3), progress_every=0)

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from auditflow.records import RejectedRecord, TransactionEvent
-from auditflow_app.settings import Settings
 from ingest import kafka_io
 from ingest.amlworld import read_transactions
+from ingest.kafka_io import ProducerOptions
 from ingest.synthetic import generate, write_dataset
 
 TOPIC_PREFIX = "resumetest"  # see topic_name in conftest.py
@@ -71,12 +71,12 @@ def reference(path: Path) -> tuple[Counter, Counter]:
     return events, rejects
 
 
-def committed(bootstrap: str, settings: Settings) -> tuple[Counter, Counter]:
+def committed(bootstrap: str, options: ProducerOptions) -> tuple[Counter, Counter]:
     """What read_committed readers find: the same shape as :func:`reference`."""
-    events = Counter((r.key, r.value) for r in kafka_io.consume_all(bootstrap, settings.topic_transactions,
+    events = Counter((r.key, r.value) for r in kafka_io.consume_all(bootstrap, options.topic,
                                                                     timeout_s=60, quiet_s=0.0))
     rejects = Counter(json.loads(r.value)["offset"] for r in kafka_io.consume_all(
-        bootstrap, settings.topic_dlq, timeout_s=60, quiet_s=0.0))
+        bootstrap, options.dlq_topic, timeout_s=60, quiet_s=0.0))
     return events, rejects
 
 
@@ -105,9 +105,8 @@ def uncommitted_count(bootstrap: str, topic: str) -> int:
 
 @pytest.fixture
 def topics(topic_name, bootstrap):
-    def make(what: str) -> Settings:
-        return Settings(kafka_bootstrap=bootstrap, topic_transactions=topic_name(f"{what}.tx"),
-                        topic_dlq=topic_name(f"{what}.dlq"), topic_partitions=3)
+    def make(what: str) -> ProducerOptions:
+        return ProducerOptions(bootstrap, topic_name(f"{what}.tx"), topic_name(f"{what}.dlq"), partitions=3)
     return make
 
 
@@ -115,9 +114,9 @@ def topics(topic_name, bootstrap):
 def test_a_producer_killed_inside_a_transaction_resumes_and_every_line_arrives_once(tmp_path, topics, bootstrap):
     path = write_csv(tmp_path / "crash.csv", seed=41)
     assert kafka_io.count_data_lines(path) > max(BAD) + CHUNK
-    settings = topics("crash")
+    options = topics("crash")
     env = {**os.environ, "AUDITFLOW_KAFKA_BOOTSTRAP": bootstrap}
-    child = subprocess.Popen([sys.executable, str(CHILD), str(path), settings.topic_transactions, settings.topic_dlq,
+    child = subprocess.Popen([sys.executable, str(CHILD), str(path), options.topic, options.dlq_topic,
                               str(CHUNK), str(PAUSE_AT)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         first = child.stdout.readline()
@@ -130,23 +129,23 @@ def test_a_producer_killed_inside_a_transaction_resumes_and_every_line_arrives_o
     assert child.returncode == -signal.SIGKILL
 
     # the crash left committed chunks and an open one whose records are on the broker
-    progress = kafka_io.read_progress(bootstrap, settings.topic_transactions, path)
+    progress = kafka_io.read_progress(bootstrap, options.topic, path)
     assert progress is not None and not progress.complete
     assert progress.rows == (paused_at // CHUNK) * CHUNK < paused_at
-    got_events, got_rejects = committed(bootstrap, settings)
+    got_events, got_rejects = committed(bootstrap, options)
     assert sum(got_events.values()) + sum(got_rejects.values()) == progress.rows
-    assert uncommitted_count(bootstrap, settings.topic_transactions) > sum(got_events.values())
+    assert uncommitted_count(bootstrap, options.topic) > sum(got_events.values())
 
-    summary = kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    summary = kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     want_events, want_rejects = reference(path)
     n_lines = kafka_io.count_data_lines(path)
     assert summary.skipped == progress.rows
     assert summary.skipped + summary.read == n_lines
-    got_events, got_rejects = committed(bootstrap, settings)
+    got_events, got_rejects = committed(bootstrap, options)
     assert max(got_events.values()) == 1 and max(got_rejects.values()) == 1  # nothing twice
     assert got_events == want_events  # every event, byte for byte
     assert got_rejects == want_rejects and sorted(got_rejects) == sorted(BAD)
-    final = kafka_io.read_progress(bootstrap, settings.topic_transactions, path)
+    final = kafka_io.read_progress(bootstrap, options.topic, path)
     assert (final.rows, final.events, final.dead_letters, final.complete) == (
         n_lines, sum(want_events.values()), len(BAD), True)
 
@@ -154,19 +153,19 @@ def test_a_producer_killed_inside_a_transaction_resumes_and_every_line_arrives_o
 @needs_kafka
 def test_a_second_run_sends_nothing_and_appended_lines_are_sent_once(tmp_path, topics, bootstrap):
     path = write_csv(tmp_path / "again.csv", seed=42, accounts=400)
-    settings = topics("again")
-    kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
-    again = kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    options = topics("again")
+    kafka_io.produce_file(path, options, chunk_rows=CHUNK)
+    again = kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     assert (again.read, again.produced, again.dead_lettered) == (0, 0, 0)
     assert again.skipped == kafka_io.count_data_lines(path)
 
     extra = write_csv(tmp_path / "extra.csv", seed=43, accounts=300).read_text(encoding="utf-8").splitlines()[1:]
     with open(path, "a", encoding="utf-8") as fh:  # the file grows, its head stays
         fh.write("\n".join(extra[:1500]) + "\n")
-    grown = kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    grown = kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     assert (grown.skipped, grown.read) == (again.skipped, 1500)
     want_events, want_rejects = reference(path)
-    got_events, got_rejects = committed(bootstrap, settings)
+    got_events, got_rejects = committed(bootstrap, options)
     assert got_events == want_events and got_rejects == want_rejects
     assert max(got_events.values()) == 1
 
@@ -174,14 +173,14 @@ def test_a_second_run_sends_nothing_and_appended_lines_are_sent_once(tmp_path, t
 @needs_kafka
 def test_another_file_at_the_same_path_is_refused_unless_restarted(tmp_path, topics, bootstrap):
     path = write_csv(tmp_path / "same.csv", seed=44, accounts=300)
-    settings = topics("same")
-    kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    options = topics("same")
+    kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     write_csv(tmp_path / "same.csv", seed=45, accounts=300)  # other content, same name
     with pytest.raises(kafka_io.ProduceError, match="not the same file"):
-        kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
-    again = kafka_io.produce_file(path, settings, chunk_rows=CHUNK, restart=True)
+        kafka_io.produce_file(path, options, chunk_rows=CHUNK)
+    again = kafka_io.produce_file(path, options, chunk_rows=CHUNK, restart=True)
     assert again.skipped == 0 and again.read == kafka_io.count_data_lines(path)
-    got_events, _ = committed(bootstrap, settings)
+    got_events, _ = committed(bootstrap, options)
     want_events, _ = reference(path)
     assert all(got_events[kv] == 1 for kv in want_events)  # the second file, once, after the first
 
@@ -189,13 +188,13 @@ def test_another_file_at_the_same_path_is_refused_unless_restarted(tmp_path, top
 @needs_kafka
 def test_a_topic_made_again_gets_the_file_from_the_start(tmp_path, topics, bootstrap):
     path = write_csv(tmp_path / "remade.csv", seed=46, accounts=300)
-    settings = topics("remade")
-    kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
-    kafka_io.delete_topics(bootstrap, [settings.topic_transactions])  # its progress topic goes with it
-    assert kafka_io.read_progress(bootstrap, settings.topic_transactions, path) is None
-    again = kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    options = topics("remade")
+    kafka_io.produce_file(path, options, chunk_rows=CHUNK)
+    kafka_io.delete_topics(bootstrap, [options.topic])  # its progress topic goes with it
+    assert kafka_io.read_progress(bootstrap, options.topic, path) is None
+    again = kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     assert again.skipped == 0
-    got_events, _ = committed(bootstrap, settings)
+    got_events, _ = committed(bootstrap, options)
     assert got_events == reference(path)[0]
 
 
@@ -203,29 +202,23 @@ def test_a_topic_made_again_gets_the_file_from_the_start(tmp_path, topics, boots
 def test_progress_of_a_topic_made_again_behind_its_back_is_ignored(tmp_path, topics, bootstrap):
     """Deleted with another tool (its progress topic left): the topic id tells the new topic apart."""
     path = write_csv(tmp_path / "behind.csv", seed=47, accounts=300)
-    settings = topics("behind")
-    kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    options = topics("behind")
+    kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     admin = kafka_io._admin(bootstrap)
     try:
-        admin.delete_topics([settings.topic_transactions])
+        admin.delete_topics([options.topic])
         deadline = time.monotonic() + 30
-        while settings.topic_transactions in admin.list_topics():
+        while options.topic in admin.list_topics():
             assert time.monotonic() < deadline, "topic still listed 30 s after deletion"
             time.sleep(0.1)
     finally:
         admin.close()
-    kafka_io.ensure_topics(bootstrap, {settings.topic_transactions: 3})
-    assert kafka_io.read_progress(bootstrap, settings.topic_transactions, path).complete
-    again = kafka_io.produce_file(path, settings, chunk_rows=CHUNK)
+    kafka_io.ensure_topics(bootstrap, {options.topic: 3})
+    assert kafka_io.read_progress(bootstrap, options.topic, path).complete
+    again = kafka_io.produce_file(path, options, chunk_rows=CHUNK)
     assert again.skipped == 0
-    got_events, _ = committed(bootstrap, settings)
+    got_events, _ = committed(bootstrap, options)
     assert got_events == reference(path)[0]
-
-
-def test_resume_needs_the_transactional_client(tmp_path):
-    path = write_csv(tmp_path / "kp.csv", seed=48, accounts=300)
-    with pytest.raises(ValueError, match="resume needs the confluent-kafka client"):
-        kafka_io.produce_file(path, Settings(), client="kafka-python")
 
 
 def test_skipped_lines_are_read_not_sent(tmp_path):

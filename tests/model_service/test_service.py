@@ -166,3 +166,28 @@ def test_tier_ordering_under_a_burst(scorer, planted):
     assert depth == waiting
     assert served == sorted(served, key=TIERS.index)  # critical, then normal, then background
     assert [r[0].event_id for r in results] == [rows[i][0] for i in range(30)]  # each got its own row
+
+
+def test_serve_model_wires_the_settings_into_the_service(cascade, tmp_path, monkeypatch):
+    """``auditflow serve model`` (auditflow_app.model_server): the cascade saved in the settings'
+    model folder, their tiers and batching, the narrator on their device and threads."""
+    from auditflow_app import model_server
+    from auditflow_app.settings import Settings
+    from model_service import service
+
+    cascade.save(tmp_path / "model")
+    hosted = []
+    monkeypatch.setattr(service, "hosted_routers", lambda **kw: hosted.append(kw) or [])
+    settings = Settings(out_dir=tmp_path, model_batch_max=17, model_batch_wait_ms=3.5, tier_critical_score=0.8,
+                        tier_normal_score=0.4, tier_critical_ms=50.0, tier_normal_ms=500.0, tier_background_ms=5000.0,
+                        narrator_device="cpu", narrator_threads=3)
+    app = model_server.model_app(settings)  # model_dir unset: OUT_DIR/model
+    batcher = app.state.batcher
+    assert (batcher.batch_max, batcher.batch_wait) == (17, 0.0035)
+    assert batcher.targets_ms == {"critical": 50.0, "normal": 500.0, "background": 5000.0}
+    policy = batcher.scorer.policy
+    assert (policy.critical_score, policy.normal_score) == (0.8, 0.4)
+    assert policy.alert_threshold == cascade.alert_threshold and batcher.scorer.cascade.digest == cascade.digest
+    assert hosted == [{"narrator_device": "cpu", "narrator_threads": 3}]
+    with pytest.raises((OSError, ValueError)):
+        model_server.model_app(Settings(out_dir=tmp_path / "nothing"))

@@ -1,0 +1,138 @@
+"""The JSON views of the analyst's answers, one implementation for the command line
+(``auditflow graph ... --json``) and the analyst HTTP API (:mod:`auditflow_app.analyst_api`):
+what a money path, an account's counterparties and an alert's evidence look like as JSON.
+
+Plain functions from the typed results of :mod:`auditflow_app.flow` and :mod:`evidence_graph` to
+dicts and lists of JSON values; they query nothing. Traces and typology findings are their
+records' own ``to_dict()``. Amounts of money paths travel as decimal strings with their currency;
+the evidence (the web view's data) carries exact integer ``units`` as a string of digits with their
+``scale`` (JSON numbers in a browser are doubles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from auditflow.money import CURRENCIES, Money
+from auditflow.records import ts_to_wire
+
+if TYPE_CHECKING:
+    from auditflow_app.flow import AlertEvidence
+    from evidence_graph import GraphEdge
+    from evidence_graph.queries import Neighborhood, NeighborRow
+
+#: How the path and counterparty views write a time (to the minute).
+MINUTE = "%Y-%m-%dT%H:%M"
+
+
+def transfer_view(e: GraphEdge) -> dict[str, Any]:
+    """One transfer of a money path: its ends, the amount paid (a decimal string) and its time."""
+    return {
+        "event_id": e.event_id,
+        "src": e.src,
+        "dst": e.dst,
+        "amount": str(e.amount_paid.to_decimal()),
+        "currency": e.amount_paid.currency,
+        "timestamp": e.timestamp.strftime(MINUTE),
+    }
+
+
+def paths_view(paths: Iterable[Sequence[GraphEdge]]) -> list[list[dict[str, Any]]]:
+    """Money paths (``money_paths``' order kept), each the list of its transfers."""
+    return [[transfer_view(e) for e in p] for p in paths]
+
+
+def counterparty_view(r: NeighborRow) -> dict[str, Any]:
+    """One counterparty of an account: transfers and US cents each way, first and last time."""
+    return {
+        "counterparty": r.counterparty,
+        "sent": r.sent,
+        "sent_usd_cents": r.sent_usd_cents,
+        "received": r.received,
+        "received_usd_cents": r.received_usd_cents,
+        "first": r.first.strftime(MINUTE),
+        "last": r.last.strftime(MINUTE),
+    }
+
+
+def neighborhood_view(nb: Neighborhood) -> dict[str, Any]:
+    """An account's counterparties, most money first, and whether the list was cut."""
+    return {"account": nb.account, "truncated": nb.truncated, "counterparties": [counterparty_view(r) for r in nb.rows]}
+
+
+def money_view(m: Money) -> dict[str, Any]:
+    """An amount as the web view gets it: exact integer units (as a string of digits) and scale."""
+    return {"units": str(m.units), "scale": m.scale, "currency": m.currency, "code": CURRENCIES[m.currency][0]}
+
+
+def _edge_view(e: Any, hop: int | None) -> dict[str, Any]:
+    return {
+        "event_id": e.event_id,
+        "src": e.src,
+        "dst": e.dst,
+        "hop": hop,
+        "timestamp": ts_to_wire(e.timestamp),
+        **money_view(e.amount_paid),
+    }
+
+
+def evidence_view(ev: AlertEvidence, cap: int) -> dict[str, Any]:
+    """An alert's evidence as the web view draws it: the alert, the trace's frame, the typology
+    findings, and at most ``cap`` accounts (the root, then the findings' members, then the trace's
+    accounts in its order) with at most ``cap`` of the transfers between them (the trace's, then
+    the findings' others, ``hop`` None); ``omitted`` counts what was left out."""
+    alert, trace, matches = ev.alert, ev.trace, ev.matches
+    edges: dict[str, dict[str, Any]] = {}
+    for e in trace.edges:
+        edges[e.event_id] = _edge_view(e, e.hop)
+    for g in ev.transfers:
+        edges.setdefault(g.event_id, _edge_view(g, None))
+    depth = {n.node_id: n for n in trace.nodes}
+    member_of: dict[str, list[int]] = {}
+    for i, m in enumerate(matches):
+        for a in m.accounts:
+            member_of.setdefault(a, []).append(i)
+    # the root, then the typology members, then the trace's nodes in its order, up to the cap
+    order = list(dict.fromkeys([trace.root, *sorted(member_of), *(n.node_id for n in trace.nodes)]))
+    shown = order[:cap]
+    kept = set(shown)
+    shown_edges = [e for e in edges.values() if e["src"] in kept and e["dst"] in kept]
+    hubs = set(trace.hubs)
+    nodes = [
+        {
+            "id": n,
+            "hop": depth[n].hop_depth if n in depth else None,
+            "upstream": list(depth[n].upstream_ids) if n in depth else [],
+            "root": n == trace.root,
+            "hub": n in hubs,
+            "typologies": member_of.get(n, []),
+        }
+        for n in shown
+    ]
+    return {
+        "alert": {
+            "alert_id": alert.alert_id,
+            "account": alert.account.node_id,
+            "event_id": alert.event.event_id,
+            "timestamp": ts_to_wire(alert.event.timestamp),
+            "score": alert.score,
+            "threshold": alert.threshold,
+            "amount": money_view(alert.event.amount_paid),
+        },
+        "trace": {
+            "trace_id": trace.trace_id,
+            "root": trace.root,
+            "direction": trace.direction,
+            "max_hops": trace.max_hops,
+            "truncated": trace.truncated,
+            "hubs": list(trace.hubs),
+            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in trace.cuts],
+            "window_start": ts_to_wire(trace.window_start) if trace.window_start else None,
+            "window_end": ts_to_wire(trace.window_end) if trace.window_end else None,
+        },
+        "typologies": [m.to_dict() for m in matches],
+        "nodes": nodes,
+        "edges": shown_edges[:cap],
+        "omitted": {"nodes": len(order) - len(shown), "edges": len(edges) - min(len(shown_edges), cap)},
+    }
