@@ -82,7 +82,9 @@ def psi(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOT
     """Population stability index of ``cur`` against ``ref`` (both smoothed by ``alpha``)."""
     _check(ref, cur)
     lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
-    return math.fsum((math.exp(b) - math.exp(a)) * (b - a) for a, b in zip(lp, lq) if a > -math.inf or b > -math.inf)
+    return math.fsum(
+        (math.exp(b) - math.exp(a)) * (b - a) for a, b in zip(lp, lq, strict=True) if a > -math.inf or b > -math.inf
+    )
 
 
 def kl(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTHING) -> float:
@@ -90,7 +92,7 @@ def kl(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAULT_SMOOTH
     _check(ref, cur)
     lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
     out = []
-    for a, b in zip(lp, lq):
+    for a, b in zip(lp, lq, strict=True):
         if b == -math.inf:
             continue  # 0 * log 0 = 0
         if a == -math.inf:
@@ -105,7 +107,7 @@ def js_distance(ref: Sequence[float], cur: Sequence[float], alpha: float = DEFAU
     lp, lq = _log_probs(ref, alpha), _log_probs(cur, alpha)
     ln2 = math.log(2.0)
     terms = []
-    for a, b in zip(lp, lq):
+    for a, b in zip(lp, lq, strict=True):
         lm = np.logaddexp(a, b) - ln2  # log of the mixture (p + q) / 2
         if a > -math.inf:
             terms.append(0.5 * math.exp(a) * (a - lm))
@@ -181,14 +183,23 @@ def size_scale(name: str, n_cal: int, n: int) -> float:
     return math.sqrt(r) if name == "js" else r
 
 
-def reference_draws(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
-                    draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
+def reference_draws(
+    ref: Sequence[int],
+    n: int,
+    name: str,
+    *,
+    alpha: float = DEFAULT_SMOOTHING,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+) -> np.ndarray:
     """The metric of ``draws`` windows of ``n`` events drawn from the reference's own
     distribution (multinomial on its counts, seeded): what an unchanged stream gives at that size."""
     return reference_draws_all(ref, n, (name,), alpha=alpha, draws=draws, seed=seed)[name]
 
 
-def reference_samples(ref: Sequence[int], n: int, *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
+def reference_samples(
+    ref: Sequence[int] | np.ndarray, n: int, *, draws: int = DEFAULT_DRAWS, seed: int = 0
+) -> np.ndarray:
     """``draws`` windows of ``n`` events from the reference's own distribution (multinomial on its
     counts), seeded by (seed, n, bins). Bins the reference never filled get none (drawn over the
     others only: the same distribution, fewer binomial steps per draw)."""
@@ -205,8 +216,9 @@ def reference_samples(ref: Sequence[int], n: int, *, draws: int = DEFAULT_DRAWS,
     return out
 
 
-def metric_rows_all(ref: np.ndarray, samples: np.ndarray, alpha: float,
-                    names: Sequence[str] = METRICS) -> dict[str, np.ndarray]:
+def metric_rows_all(
+    ref: np.ndarray, samples: np.ndarray, alpha: float, names: Sequence[str] = METRICS
+) -> dict[str, np.ndarray]:
     """:func:`metric_rows` of several metrics, the log-probabilities computed once."""
     k = samples.shape[-1]
     lp = np.log(ref + alpha) - np.log(ref.sum(axis=-1, keepdims=True) + alpha * k)
@@ -231,9 +243,15 @@ def metric_rows_all(ref: np.ndarray, samples: np.ndarray, alpha: float,
     return out
 
 
-def reference_draws_all(ref: Sequence[int], n: int, names: Sequence[str] = METRICS, *,
-                        alpha: float = DEFAULT_SMOOTHING, draws: int = DEFAULT_DRAWS,
-                        seed: int = 0) -> dict[str, np.ndarray]:
+def reference_draws_all(
+    ref: Sequence[int],
+    n: int,
+    names: Sequence[str] = METRICS,
+    *,
+    alpha: float = DEFAULT_SMOOTHING,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
     """:func:`reference_draws` of several metrics over the same drawn windows (one draw)."""
     ref_arr = np.asarray(ref, dtype=np.int64)
     if n <= 0 or ref_arr.sum() <= 0:
@@ -244,8 +262,15 @@ def reference_draws_all(ref: Sequence[int], n: int, names: Sequence[str] = METRI
     return {m: np.array([metric(m, ref_arr.tolist(), s.tolist(), alpha) for s in samples]) for m in names}
 
 
-def calibrated_thresholds(ref: Sequence[int], n: int, name: str, *, alpha: float = DEFAULT_SMOOTHING,
-                          draws: int = DEFAULT_DRAWS, seed: int = 0) -> tuple[float, float]:
+def calibrated_thresholds(
+    ref: Sequence[int],
+    n: int,
+    name: str,
+    *,
+    alpha: float = DEFAULT_SMOOTHING,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+) -> tuple[float, float]:
     """(warn, drift): the :data:`WARN_QUANTILE` and :data:`DRIFT_QUANTILE` of the metric over
     same-size reference draws (see :func:`reference_draws`)."""
     d = reference_draws(ref, n, name, alpha=alpha, draws=draws, seed=seed)
@@ -305,8 +330,11 @@ def tail_p_values(values: np.ndarray, sorted_draws: np.ndarray, name: str, fits:
     cap = 1.0 / (1.0 + n)
     x = v * v if name == "js" else v
     with np.errstate(divide="ignore", invalid="ignore"):
-        tail = np.where(a > 0, np.minimum(cap, np.maximum(chdtrc(nu, np.where(a > 0, x / np.where(a > 0, a, 1.0), 0.0)),
-                                                          1e-300)), cap)
+        tail = np.where(
+            a > 0,
+            np.minimum(cap, np.maximum(chdtrc(nu, np.where(a > 0, x / np.where(a > 0, a, 1.0), 0.0)), 1e-300)),
+            cap,
+        )
     return np.where(above > 0, (1.0 + above) / (1.0 + n), tail)
 
 
@@ -325,8 +353,14 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]
     return rejected
 
 
-def status(value: float, n_cur: int, thresholds: tuple[float, float], *, constant: bool = False,
-           min_count: int = DEFAULT_MIN_COUNT) -> str:
+def status(
+    value: float,
+    n_cur: int,
+    thresholds: tuple[float, float],
+    *,
+    constant: bool = False,
+    min_count: int = DEFAULT_MIN_COUNT,
+) -> str:
     """The status of a window's metric: ``empty_window`` without events, ``constant`` when the
     reference and the window both hold one and the same bin only, ``insufficient_data`` below
     ``min_count`` events, else ``ok`` / ``warn`` / ``drift`` against the calibrated thresholds."""
@@ -398,19 +432,31 @@ class DriftRule:
             bad("metric", self.metric, f"expected one of {', '.join(METRICS)}")
         if self.kind not in RULE_KINDS:
             bad("kind", self.kind, f"expected one of {', '.join(RULE_KINDS)}")
-        if not isinstance(self.consecutive, int) or isinstance(self.consecutive, bool) or not 1 <= self.consecutive <= 1000:
+        if (
+            not isinstance(self.consecutive, int)
+            or isinstance(self.consecutive, bool)
+            or not 1 <= self.consecutive <= 1000
+        ):
             bad("consecutive", self.consecutive, "expected an integer from 1 to 1000")
         if any(g not in RULE_GROUP_KEYS for g in self.group_by) or len(set(self.group_by)) != len(self.group_by):
             bad("group_by", list(self.group_by), f"expected distinct keys of {', '.join(RULE_GROUP_KEYS)}")
         if any(s not in STATUSES for s in self.statuses) or not self.statuses:
             bad("statuses", list(self.statuses), f"expected some of {', '.join(STATUSES)}")
         if self.kind == "mean_above":
-            if not isinstance(self.above, (int, float)) or isinstance(self.above, bool) or not math.isfinite(self.above):
+            if (
+                not isinstance(self.above, (int, float))
+                or isinstance(self.above, bool)
+                or not math.isfinite(self.above)
+            ):
                 bad("above", self.above, "a mean_above rule needs a finite number")
         elif self.above is not None:
             bad("above", self.above, "only a mean_above rule takes one")
-        if self.min_value is not None and (self.kind != "status" or not isinstance(self.min_value, (int, float))
-                                           or isinstance(self.min_value, bool) or not math.isfinite(self.min_value)):
+        if self.min_value is not None and (
+            self.kind != "status"
+            or not isinstance(self.min_value, (int, float))
+            or isinstance(self.min_value, bool)
+            or not math.isfinite(self.min_value)
+        ):
             bad("min_value", self.min_value, "a status rule's finite number")
         if self.action not in RULE_ACTIONS:
             bad("action", self.action, f"expected one of {', '.join(RULE_ACTIONS)}")
@@ -422,7 +468,9 @@ class DriftRule:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"drift rule {d.get('name')!r}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+            raise ValueError(
+                f"drift rule {d.get('name')!r}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            )
         kw = dict(d)
         for k in ("group_by", "statuses", "features", "segments"):
             if k in kw:
@@ -445,7 +493,7 @@ def parse_rules(doc) -> tuple[DriftRule, ...]:
     if isinstance(doc, dict) and "rules" in doc:
         doc = doc["rules"]
     if not isinstance(doc, list):
-        raise ValueError("drift rules: expected a list of rule objects (or {\"rules\": [...]})")
+        raise ValueError('drift rules: expected a list of rule objects (or {"rules": [...]})')
     rules = tuple(DriftRule.from_dict(d) for d in doc)
     names = [r.name for r in rules]
     if len(set(names)) != len(names):

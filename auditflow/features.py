@@ -80,8 +80,10 @@ FEATURE_DESCRIPTIONS: dict[str, str] = {
     "hour": "hour of day",
     "round_amount": "amount paid is a multiple of 100",
 }
-for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "received"),
-                                        ("rcv", "receiver", "payer", "from", "sent")):
+for _side, _who, _cp, _with, _other in (
+    ("snd", "sender", "payee", "to", "received"),
+    ("rcv", "receiver", "payer", "from", "sent"),
+):
     _d: dict[str, str] = {}
     for _s, _ in FEATURE_WINDOWS:
         _in = f"in the last {_SPAN[_s]}"
@@ -96,9 +98,7 @@ for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "receiv
                 f"{_who}: pass-through {_in}: the smaller of USD received and USD sent over the larger "
                 "(1: as much out as in; 0: one way only)"
             ),
-            f"net_{_s}": (
-                f"{_who}: net outflow {_in}: (USD sent - USD received) / (USD sent + USD received)"
-            ),
+            f"net_{_s}": (f"{_who}: net outflow {_in}: (USD sent - USD received) / (USD sent + USD received)"),
         }
     _first, _last = FEATURE_WINDOWS[0][0], FEATURE_WINDOWS[-1][0]
     _d |= {
@@ -109,9 +109,7 @@ for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "receiv
         "gap_min": f"{_who}: minutes since its previous transfer (at most {_LONG})",
     }
     for _s in COUNTERPARTY_WINDOWS:
-        _d[f"cp_legs_{_s}"] = (
-            f"{_who}: transfers {_with} this {_cp} in the last {_SPAN[_s]}, this one included"
-        )
+        _d[f"cp_legs_{_s}"] = f"{_who}: transfers {_with} this {_cp} in the last {_SPAN[_s]}, this one included"
     _d["cp_new"] = f"{_who}: first dealing with this {_cp} in {_LONG} (either direction)"
     for _s in COUNTERPARTY_WINDOWS:
         _d[f"new_frac_{_s}"] = (
@@ -132,8 +130,11 @@ for _side, _who, _cp, _with, _other in (("snd", "sender", "payee", "to", "receiv
 
 #: Windows of the graph features' degrees: (name suffix, minutes). Days to weeks: laundering
 #: shapes are spread over that long.
-GRAPH_WINDOWS: tuple[tuple[str, int], ...] = (("24h", MINUTES_PER_DAY), ("7d", 7 * MINUTES_PER_DAY),
-                                              ("28d", 28 * MINUTES_PER_DAY))
+GRAPH_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("24h", MINUTES_PER_DAY),
+    ("7d", 7 * MINUTES_PER_DAY),
+    ("28d", 28 * MINUTES_PER_DAY),
+)
 #: The window of the shape features (cycles, scatter-gather, gather-scatter, two-hop reach,
 #: amounts): seven days.
 GRAPH_SHAPE_MINUTES = 7 * MINUTES_PER_DAY
@@ -170,9 +171,9 @@ PASS_RANGE = f"{100 * (1 - MAX_FEE):g}-{100 * (1 + AMOUNT_TOLERANCE):g}%"
 _BEFORE = "before this transfer (earlier minutes only)"
 GRAPH_FEATURE_DESCRIPTIONS: dict[str, str] = {}
 for _s, _m in GRAPH_WINDOWS:
-    for _side, _d in _G_DEGREES:
-        GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_d}_cp_{_s}"] = (
-            f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the {span_text(_m)} {_BEFORE}"
+    for _side, _way in _G_DEGREES:
+        GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_way}_cp_{_s}"] = (
+            f"{_WHO[_side]}: distinct {'payees' if _way == 'out' else 'payers'} in the {span_text(_m)} {_BEFORE}"
         )
 GRAPH_FEATURE_DESCRIPTIONS |= {
     "g_rcv_new_payers_7d": "receiver: payers of the last 7 days that had not paid it in the 21 days before",
@@ -192,7 +193,8 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
     ),
     "g_two_hop_out": (
         "distinct accounts the sender paid in the 7 days before or pays now, and their payees in the 7 days "
-        "before (itself excluded)"),
+        "before (itself excluded)"
+    ),
     "g_snd_in_usd_7d": "sender: USD received in the 7 days before",
     "g_fwd_share_7d": "this amount over the USD the sender received in the 7 days before (-1: it received none)",
     "g_rcv_in_usd_7d": "receiver: USD received in the 7 days before",
@@ -230,9 +232,9 @@ GRAPH_FEATURE_DESCRIPTIONS |= {
         f"{SPLIT_RATIO:g} of this one and had not paid in the 27 days before that"
     ),
 }
-for _side, _d in _G_DEGREES:
-    GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_d}_cp_spike"] = (
-        f"{_WHO[_side]}: distinct {'payees' if _d == 'out' else 'payers'} in the 24 hours before over those "
+for _side, _way in _G_DEGREES:
+    GRAPH_FEATURE_DESCRIPTIONS[f"g_{_side}_{_way}_cp_spike"] = (
+        f"{_WHO[_side]}: distinct {'payees' if _way == 'out' else 'payers'} in the 24 hours before over those "
         "of the 28 days before per day of activity (the days since its first transfer there, at least one; "
         "the rate taken as at least 1): counterparties arriving faster than the account gathers them over weeks"
     )
@@ -258,10 +260,11 @@ def format_feature(payment_format: str) -> str:
 FORMAT_FEATURES: tuple[str, ...] = tuple(format_feature(f) for f in PAYMENT_FORMATS)
 #: The models' stream inputs: the stream vector less the excluded fields, plus the format by name.
 MODEL_STREAM_FEATURES: tuple[str, ...] = (
-    *(n for n in FEATURE_NAMES if n not in EXCLUDED_FROM_MODELS), *FORMAT_FEATURES)
+    *(n for n in FEATURE_NAMES if n not in EXCLUDED_FROM_MODELS),
+    *FORMAT_FEATURES,
+)
 #: The no-graph baseline's inputs: the transfer's own fields only (as in the public benchmark).
-BASELINE_FEATURES: tuple[str, ...] = ("amount_usd", "cross_currency", "self_transfer", "round_amount",
-                                      *FORMAT_FEATURES)
+BASELINE_FEATURES: tuple[str, ...] = ("amount_usd", "cross_currency", "self_transfer", "round_amount", *FORMAT_FEATURES)
 MODEL_FEATURE_DESCRIPTIONS: dict[str, str] = {
     **{n: d for n, d in FEATURE_DESCRIPTIONS.items() if n not in EXCLUDED_FROM_MODELS},
     **{format_feature(f): f"paid by {f}" for f in PAYMENT_FORMATS},

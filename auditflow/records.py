@@ -47,9 +47,9 @@ def check_id(value: object, field_name: str) -> str:
 
     >>> check_id("8000EBD30", "account")
     '8000EBD30'
-    >>> check_id("01/0", "bank")
+    >>> check_id("01/0", "bank")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    auditflow.errors.FieldError: bank='01/0': expected 1 to 64 of A-Z a-z 0-9 _ . : - (no '/', whitespace or control characters)
+    auditflow.errors.FieldError: bank='01/0': expected 1 to 64 of A-Z a-z 0-9 _ . : - (no '/', whitespace or ...)
     """
     if type(value) is not str or ID_PATTERN.fullmatch(value) is None:
         raise FieldError(field_name, value, ID_REASON)
@@ -62,9 +62,12 @@ def check_event_time(ts: datetime, window: tuple[datetime, datetime], field_name
     start, end = window
     if start <= ts < end:
         return ts
-    raise FieldError(field_name, ts_to_wire(ts) if text is None else text,
-                     f"outside the plausible event-time window {ts_to_wire(start)} .. {ts_to_wire(end)} "
-                     "(from inclusive, to exclusive)")
+    raise FieldError(
+        field_name,
+        ts_to_wire(ts) if text is None else text,
+        f"outside the plausible event-time window {ts_to_wire(start)} .. {ts_to_wire(end)} "
+        "(from inclusive, to exclusive)",
+    )
 
 
 def parse_when(text: str) -> datetime:
@@ -117,8 +120,9 @@ def _decoder(what: str):
             except FieldError:
                 raise
             except _DECODE_ERRORS as e:
-                raise FieldError(what, _excerpt(args[0] if args else None),
-                                 f"malformed {what}: {type(e).__name__}: {str(e)[:200]}") from None
+                raise FieldError(
+                    what, _excerpt(args[0] if args else None), f"malformed {what}: {type(e).__name__}: {str(e)[:200]}"
+                ) from None
 
         return decode
 
@@ -172,7 +176,8 @@ def money_from_wire(d: dict[str, str], field_name: str) -> Money:
 
 
 def ts_to_wire(ts: datetime) -> str:
-    return f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}"  # 4-digit years (strftime: not below 1000)
+    # 4-digit years (strftime writes years below 1000 with fewer digits)
+    return f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}"
 
 
 def ts_from_wire(text: str, field_name: str = "timestamp") -> datetime:
@@ -287,10 +292,13 @@ class TransactionEvent:
         return cls(
             event_id=check_id(_field(d, "event_id", str), "event_id"),
             timestamp=ts_from_wire(_field(d, "timestamp", str)),
-            sender=AccountRef._checked(check_id(_field(d, "from_bank", str), "from_bank"),
-                                       check_id(_field(d, "from_account", str), "from_account")),
-            receiver=AccountRef._checked(check_id(_field(d, "to_bank", str), "to_bank"),
-                                         check_id(_field(d, "to_account", str), "to_account")),
+            sender=AccountRef._checked(
+                check_id(_field(d, "from_bank", str), "from_bank"),
+                check_id(_field(d, "from_account", str), "from_account"),
+            ),
+            receiver=AccountRef._checked(
+                check_id(_field(d, "to_bank", str), "to_bank"), check_id(_field(d, "to_account", str), "to_account")
+            ),
             amount_received=money_from_wire(_field(d, "amount_received", dict), "amount_received"),
             amount_paid=money_from_wire(_field(d, "amount_paid", dict), "amount_paid"),
             payment_format=fmt,
@@ -301,7 +309,6 @@ class TransactionEvent:
     @classmethod
     def from_json(cls, text: str | bytes) -> TransactionEvent:
         return cls.from_dict(_load_json(text))
-
 
     # ------------------------------------------------------------------ the stream wire form
 
@@ -319,15 +326,26 @@ class TransactionEvent:
         """
         from auditflow.money import usd_cents
 
-        return ",".join((
-            WIRE_TAG, _wire_escape(self.event_id), str(epoch_millis(self.timestamp)), str(self.source_offset),
-            _wire_escape(self.sender.bank), _wire_escape(self.sender.account),
-            _wire_escape(self.receiver.bank), _wire_escape(self.receiver.account),
-            str(self.amount_paid.units), self.amount_paid.currency,
-            str(self.amount_received.units), self.amount_received.currency,
-            str(usd_cents(self.amount_paid)), str(usd_cents(self.amount_received)),
-            self.payment_format, "1" if self.is_laundering else "0",
-        ))
+        return ",".join(
+            (
+                WIRE_TAG,
+                _wire_escape(self.event_id),
+                str(epoch_millis(self.timestamp)),
+                str(self.source_offset),
+                _wire_escape(self.sender.bank),
+                _wire_escape(self.sender.account),
+                _wire_escape(self.receiver.bank),
+                _wire_escape(self.receiver.account),
+                str(self.amount_paid.units),
+                self.amount_paid.currency,
+                str(self.amount_received.units),
+                self.amount_received.currency,
+                str(usd_cents(self.amount_paid)),
+                str(usd_cents(self.amount_received)),
+                self.payment_format,
+                "1" if self.is_laundering else "0",
+            )
+        )
 
     @classmethod
     def from_wire(cls, text: str) -> TransactionEvent:
@@ -335,26 +353,52 @@ class TransactionEvent:
 
         The checks, in order (``Decode.java`` in the stream job makes the same ones, in the same
         order, with the same field names and reasons): 16 fields, the tag; the integers (at most
-        18 digits: they fit a signed 64-bit integer); amounts and US cents not negative; currencies; payment format; label ``0``/``1``;
-        the event time within the years 1-9999 (:data:`WIRE_TS_MIN_MS` .. :data:`WIRE_TS_MAX_MS`;
-        the plausible-time window is the parser's, at ingestion); then the ids (:data:`ID_PATTERN`).
+        18 digits: they fit a signed 64-bit integer); amounts and US cents not negative; currencies;
+        payment format; label ``0``/``1``; the event time within the years 1-9999
+        (:data:`WIRE_TS_MIN_MS` .. :data:`WIRE_TS_MAX_MS`; the plausible-time window is the
+        parser's, at ingestion); then the ids (:data:`ID_PATTERN`).
         """
         if type(text) is not str:
             raise FieldError("value", _excerpt(text), f"expected the text of an {WIRE_TAG} wire record")
         parts = text.split(",")
         if len(parts) != len(WIRE_FIELDS) or parts[0] != WIRE_TAG:
             raise FieldError("value", text[:80], f"not an {WIRE_TAG} wire record of {len(WIRE_FIELDS)} fields")
-        (_, event_id, ts_ms, offset, from_bank, from_acct, to_bank, to_acct, paid_units, paid_cur, recv_units,
-         recv_cur, paid_cents, recv_cents, fmt, label) = parts
+        (
+            _,
+            event_id,
+            ts_ms,
+            offset,
+            from_bank,
+            from_acct,
+            to_bank,
+            to_acct,
+            paid_units,
+            paid_cur,
+            recv_units,
+            recv_cur,
+            paid_cents,
+            recv_cents,
+            fmt,
+            label,
+        ) = parts
         ints: dict[str, int] = {}
-        for name, v in (("ts_ms", ts_ms), ("source_offset", offset), ("paid_units", paid_units),
-                        ("received_units", recv_units), ("paid_usd_cents", paid_cents),
-                        ("received_usd_cents", recv_cents)):
+        for name, v in (
+            ("ts_ms", ts_ms),
+            ("source_offset", offset),
+            ("paid_units", paid_units),
+            ("received_units", recv_units),
+            ("paid_usd_cents", paid_cents),
+            ("received_usd_cents", recv_cents),
+        ):
             if not _WIRE_INT.fullmatch(v):
                 raise FieldError(name, v, "expected an integer")
             ints[name] = int(v)
-        for name, v in (("paid_units", paid_units), ("received_units", recv_units),
-                        ("paid_usd_cents", paid_cents), ("received_usd_cents", recv_cents)):
+        for name, v in (
+            ("paid_units", paid_units),
+            ("received_units", recv_units),
+            ("paid_usd_cents", paid_cents),
+            ("received_usd_cents", recv_cents),
+        ):
             if ints[name] < 0:
                 raise FieldError(name, v, "negative amount")
         for name, v in (("paid_currency", paid_cur), ("received_currency", recv_cur)):
@@ -366,8 +410,13 @@ class TransactionEvent:
             raise FieldError("is_laundering", label, "expected 0 or 1")
         if not WIRE_TS_MIN_MS <= ints["ts_ms"] <= WIRE_TS_MAX_MS:
             raise FieldError("ts_ms", ts_ms, "outside the years 1-9999")
-        for name, v in (("event_id", event_id), ("from_bank", from_bank), ("from_account", from_acct),
-                        ("to_bank", to_bank), ("to_account", to_acct)):
+        for name, v in (
+            ("event_id", event_id),
+            ("from_bank", from_bank),
+            ("from_account", from_acct),
+            ("to_bank", to_bank),
+            ("to_account", to_acct),
+        ):
             check_id(v, name)
         return cls(
             event_id=event_id,
@@ -385,9 +434,22 @@ class TransactionEvent:
 #: The stream wire form's tag and fields, in order (see :meth:`TransactionEvent.to_wire`).
 WIRE_TAG = "af1"
 WIRE_FIELDS: tuple[str, ...] = (
-    "tag", "event_id", "ts_ms", "source_offset", "from_bank", "from_account", "to_bank", "to_account",
-    "paid_units", "paid_currency", "received_units", "received_currency", "paid_usd_cents",
-    "received_usd_cents", "payment_format", "is_laundering",
+    "tag",
+    "event_id",
+    "ts_ms",
+    "source_offset",
+    "from_bank",
+    "from_account",
+    "to_bank",
+    "to_account",
+    "paid_units",
+    "paid_currency",
+    "received_units",
+    "received_currency",
+    "paid_usd_cents",
+    "received_usd_cents",
+    "payment_format",
+    "is_laundering",
 )
 
 
@@ -495,8 +557,9 @@ class RejectedRecord:
         object.__setattr__(self, "reason", _cut(self.reason, MAX_REASON_CHARS))
 
     @classmethod
-    def from_bytes(cls, source: str, offset: int | None, data: bytes, field: str, value: str, reason: str,
-                   stage: str = "parse") -> RejectedRecord:
+    def from_bytes(
+        cls, source: str, offset: int | None, data: bytes, field: str, value: str, reason: str, stage: str = "parse"
+    ) -> RejectedRecord:
         """A reject of raw bytes: their text if they are UTF-8, else their base64; capped."""
         try:
             raw, encoding = _utf8_head(data), "utf-8"
@@ -504,8 +567,9 @@ class RejectedRecord:
                 data.decode("utf-8")  # the whole must be text to be kept as text
         except UnicodeDecodeError:
             raw, encoding = base64.b64encode(data[:MAX_RAW_BYTES]).decode("ascii"), "base64"
-        return cls(source, offset, raw, field, value, reason, stage, len(data), hashlib.sha256(data).hexdigest(),
-                   encoding)
+        return cls(
+            source, offset, raw, field, value, reason, stage, len(data), hashlib.sha256(data).hexdigest(), encoding
+        )
 
     def raw_bytes(self) -> bytes:
         """The raw record's bytes kept here (all of them unless :attr:`truncated`)."""
@@ -739,8 +803,7 @@ class EvidenceTrace:
             fanout_cap=int(d["fanout_cap"]),
             window_start=ts_from_wire(d["window_start"]) if d["window_start"] else None,
             window_end=ts_from_wire(d["window_end"]) if d["window_end"] else None,
-            nodes=tuple(TraceNode(n[0], int(n[1]), tuple(n[2]), tuple(n[3]) if len(n) > 3 else ())
-                        for n in d["nodes"]),
+            nodes=tuple(TraceNode(n[0], int(n[1]), tuple(n[2]), tuple(n[3]) if len(n) > 3 else ()) for n in d["nodes"]),
             edges=tuple(
                 TraceEdge(eid, s, t, money_from_wire(m, "amount_paid"), ts_from_wire(ts), int(h))
                 for eid, s, t, m, ts, h in d["edges"]

@@ -35,7 +35,10 @@ def git_describe(root: Path = SOURCE_ROOT) -> str | None:
     try:
         proc = subprocess.run(
             ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags", "--abbrev=12"],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):  # no git on the machine, or it hung
         return None

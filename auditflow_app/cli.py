@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from auditflow_app import flow, views
 from auditflow.limits import MAX_TRACE_HOPS
+from auditflow_app import flow, views
 from auditflow_app.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,10 +44,14 @@ def _print_version(asked: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="print the version and exit")] = False) -> None:
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
     # no docstring: the app's help stays "Streaming AML audit pipeline."
     pass
+
 
 IMPORT_DIRNAME = "import"
 
@@ -84,9 +88,15 @@ class _StageProgress:
 
     def __init__(self, descriptions: dict[str, str]) -> None:
         self.descriptions = descriptions
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                                 console=console, transient=False)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
         self.tasks: dict[str, TaskID] = {}
         self.current: str | None = None
 
@@ -150,18 +160,26 @@ def _print_run(result: flow.RunResult) -> None:
     from reports import render_run_summary
 
     s = result.stream
-    console.print(f"stream job: {result.events_in} in = {result.processed} processed + {result.rejected} rejected; "
-                  f"{len(s.candidates)} fast-path alerts in {s.seconds:.1f}s")
+    console.print(
+        f"stream job: {result.events_in} in = {result.processed} processed + {result.rejected} rejected; "
+        f"{len(s.candidates)} fast-path alerts in {s.seconds:.1f}s"
+    )
     console.print(render_run_summary(result.summary()))
     if s.drift_records:
         windows = len({r["window_start"] for r in s.drift_records})
         drifting = sum(r["status"] == "drift" and r["significant"] for r in s.drift_records)
-        console.print(f"drift: {len(s.drift_records):,} scores over {windows} windows ({drifting:,} drifting after "
-                      f"Benjamini-Hochberg), {len(s.drift_alerts)} drift alerts -> {result.paths.drift_scores} "
-                      "(auditflow drift show)", soft_wrap=True, highlight=False)
+        console.print(
+            f"drift: {len(s.drift_records):,} scores over {windows} windows ({drifting:,} drifting after "
+            f"Benjamini-Hochberg), {len(s.drift_alerts)} drift alerts -> {result.paths.drift_scores} "
+            "(auditflow drift show)",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(f"reports: {result.paths.reports_dir}", soft_wrap=True)
-    console.print(f"recall of planted laundering transactions among alerts: "
-                  f"{result.recall:.3f} ({result.laundering_alerted}/{len(result.laundering_ids)})")
+    console.print(
+        f"recall of planted laundering transactions among alerts: "
+        f"{result.recall:.3f} ({result.laundering_alerted}/{len(result.laundering_ids)})"
+    )
 
 
 def _counts_table(title: str, counts: dict[str, int], key: str, rows: str) -> Table:
@@ -181,8 +199,12 @@ def _import_tables(summary) -> list[Table]:
     main = Table(title=f"import {summary.source}", title_justify="left")
     main.add_column("Measure")
     main.add_column("Value", justify="right")
-    for label, value in (("Rows read", summary.rows_read), ("Accepted", summary.accepted),
-                         ("Rejected", summary.rejected), ("Laundering (accepted)", summary.laundering)):
+    for label, value in (
+        ("Rows read", summary.rows_read),
+        ("Accepted", summary.accepted),
+        ("Rejected", summary.rejected),
+        ("Laundering (accepted)", summary.laundering),
+    ):
         main.add_row(label, f"{value:,}")
     main.add_row("Limit reached", "yes" if summary.limit_reached else "no")
     main.add_row("Time range", span)
@@ -200,15 +222,24 @@ def _import_tables(summary) -> list[Table]:
         for typology, n in summary.attempts_by_typology.items():
             key.add_row(f"Attempts: {typology}", f"{n:,}")
         key.add_row("Attempts", f"{summary.attempts:,}")
-        key.add_row("Answer-key rows matching accepted rows", f"{summary.pattern_rows_matched:,} / {summary.pattern_rows:,}")
+        key.add_row(
+            "Answer-key rows matching accepted rows", f"{summary.pattern_rows_matched:,} / {summary.pattern_rows:,}"
+        )
         key.add_row("Laundering rows in no attempt", f"{summary.laundering_in_no_attempt:,}")
         tables.append(key)
     return tables
 
 
 def _metrics_row(table: Table, name: str, m: dict[str, Any]) -> None:
-    table.add_row(name, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}",
-                  f"{m['flagged']:,}", f"{m['true_positives']:,}", f"{m['positives']:,}")
+    table.add_row(
+        name,
+        f"{m['precision']:.3f}",
+        f"{m['recall']:.3f}",
+        f"{m['f1']:.3f}",
+        f"{m['flagged']:,}",
+        f"{m['true_positives']:,}",
+        f"{m['positives']:,}",
+    )
 
 
 def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
@@ -227,18 +258,26 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
     stage1 = {s["split"]: s for s in report.get("stage1", [])}
     for sp in report["splits"]:
         st = stage1.get(sp["name"], {})
-        splits.add_row(sp["name"], f"{sp['n_events']:,}", f"{sp['n_positive']:,}",
-                       f"{st['candidates']:,}" if st else "-", f"{st['recall']:.3f}" if st else "-",
-                       sp["start"].replace("T", " "))
+        splits.add_row(
+            sp["name"],
+            f"{sp['n_events']:,}",
+            f"{sp['n_positive']:,}",
+            f"{st['candidates']:,}" if st else "-",
+            f"{st['recall']:.3f}" if st else "-",
+            sp["start"].replace("T", " "),
+        )
     model = Table(title="model", title_justify="left")
     model.add_column("Measure")
     model.add_column("Value", justify="right")
-    for label, key, fmt in (("Seed", "seed", "{}"), ("Candidate threshold", "candidate_threshold", "{:.4f}"),
-                            ("Alert threshold", "alert_threshold", "{:.4f}"),
-                            ("Validation cascade F1", "validation_cascade_f1", "{:.3f}"),
-                            ("Rejected input rows", "rejected", "{:,}"),
-                            ("Cascade digest", "cascade_digest", "{:.16}"),
-                            ("Training time", "total_seconds", "{:.1f} s")):
+    for label, key, fmt in (
+        ("Seed", "seed", "{}"),
+        ("Candidate threshold", "candidate_threshold", "{:.4f}"),
+        ("Alert threshold", "alert_threshold", "{:.4f}"),
+        ("Validation cascade F1", "validation_cascade_f1", "{:.3f}"),
+        ("Rejected input rows", "rejected", "{:,}"),
+        ("Cascade digest", "cascade_digest", "{:.16}"),
+        ("Training time", "total_seconds", "{:.1f} s"),
+    ):
         if key in report:
             model.add_row(label, fmt.format(report[key]))
     tables = [metrics, splits, model]
@@ -250,18 +289,30 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
 def _evaluation_table(ev: dict[str, Any]) -> Table:
     """The three models of :func:`auditflow_app.flow.evaluate` side by side (test split)."""
     budget = ev["budget_per_10k"]
-    t = Table(title=f"feature families side by side (test split; lift = F1 graph / F1 baseline = "
-                    f"{ev['lift']:.2f})" if ev.get("lift") is not None else "feature families side by side",
-              title_justify="left")
-    for col in ("Model", "Features", "F1", "Precision", "Recall", "PR-AUC", f"Precision @ {budget:g}/10k",
-                "Threshold"):
+    t = Table(
+        title=f"feature families side by side (test split; lift = F1 graph / F1 baseline = {ev['lift']:.2f})"
+        if ev.get("lift") is not None
+        else "feature families side by side",
+        title_justify="left",
+    )
+    for col in ("Model", "Features", "F1", "Precision", "Recall", "PR-AUC", f"Precision @ {budget:g}/10k", "Threshold"):
         t.add_column(col, justify="left" if col == "Model" else "right")
-    labels = {"baseline": "no graph (transfer's own fields)", "stream": "stream features only",
-              "graph": "stream + graph features"}
+    labels = {
+        "baseline": "no graph (transfer's own fields)",
+        "stream": "stream features only",
+        "graph": "stream + graph features",
+    }
     for name, m in ev["models"].items():
-        t.add_row(labels.get(name, name), str(m["n_features"]), f"{m['test']['f1']:.3f}",
-                  f"{m['test']['precision']:.3f}", f"{m['test']['recall']:.3f}", f"{m['pr_auc']:.3f}",
-                  f"{m['precision_at_budget']:.3f} ({m['budget_alerts']})", f"{m['threshold']:.4f}")
+        t.add_row(
+            labels.get(name, name),
+            str(m["n_features"]),
+            f"{m['test']['f1']:.3f}",
+            f"{m['test']['precision']:.3f}",
+            f"{m['test']['recall']:.3f}",
+            f"{m['pr_auc']:.3f}",
+            f"{m['precision_at_budget']:.3f} ({m['budget_alerts']})",
+            f"{m['threshold']:.4f}",
+        )
     return t
 
 
@@ -279,10 +330,19 @@ def generate(
 ) -> None:
     """Write a seeded synthetic AMLworld-format set: NAME_Trans.csv and NAME_Patterns.txt."""
     settings = _settings(seed=seed)
-    data = flow.generate(out or settings.out_dir / flow.DATA_DIRNAME, name=name, accounts=accounts, days=days,
-                         laundering_rate=laundering_rate, seed=settings.seed)
-    console.print(f"wrote {data.events} transactions ({data.laundering} laundering, {data.attempts} attempts) "
-                  f"to {data.transactions} and {data.patterns}", soft_wrap=True)
+    data = flow.generate(
+        out or settings.out_dir / flow.DATA_DIRNAME,
+        name=name,
+        accounts=accounts,
+        days=days,
+        laundering_rate=laundering_rate,
+        seed=settings.seed,
+    )
+    console.print(
+        f"wrote {data.events} transactions ({data.laundering} laundering, {data.attempts} attempts) "
+        f"to {data.transactions} and {data.patterns}",
+        soft_wrap=True,
+    )
 
 
 @app.command("import")
@@ -299,8 +359,13 @@ def import_(
 
     settings = _settings()
     try:
-        summary = import_amlworld(transactions, out or settings.out_dir / IMPORT_DIRNAME, patterns=patterns, limit=limit,
-                                  time_window=settings.event_time_window)
+        summary = import_amlworld(
+            transactions,
+            out or settings.out_dir / IMPORT_DIRNAME,
+            patterns=patterns,
+            limit=limit,
+            time_window=settings.event_time_window,
+        )
     except (FieldError, ValueError) as e:
         raise _fail(str(e)) from None
     if as_json:
@@ -313,7 +378,9 @@ def import_(
 @app.command()
 def train(
     data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV")],
-    model_dir: Annotated[Optional[Path], typer.Option(help="where the cascade is saved [default: OUT_DIR/model]")] = None,
+    model_dir: Annotated[
+        Optional[Path], typer.Option(help="where the cascade is saved [default: OUT_DIR/model]")
+    ] = None,
     seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the training report as JSON")] = False,
 ) -> None:
@@ -331,8 +398,9 @@ def train(
 @app.command()
 def evaluate(
     data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV")],
-    out: Annotated[Optional[Path], typer.Option(help="where evaluation.json and pr_curve.png go "
-                                                     "[default: OUT_DIR/evaluation]")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="where evaluation.json and pr_curve.png go [default: OUT_DIR/evaluation]")
+    ] = None,
     seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the evaluation as JSON")] = False,
 ) -> None:
@@ -358,7 +426,8 @@ def run(
     settings = _settings(out_dir=out)
     model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
     result = _run_with_progress(
-        lambda progress: flow.stream_and_report(data, model_dir, settings, max_reports=max_reports, progress=progress))
+        lambda progress: flow.stream_and_report(data, model_dir, settings, max_reports=max_reports, progress=progress)
+    )
     _print_run(result)
 
 
@@ -366,8 +435,9 @@ def run(
 def produce(
     from_: Annotated[Path, typer.Option("--from", exists=True, dir_okay=False, help="transactions CSV")],
     topic: Annotated[Optional[str], typer.Option(help="default: AUDITFLOW_TOPIC_TRANSACTIONS")] = None,
-    restart: Annotated[bool, typer.Option(
-        "--restart", help="send from the first line, whatever an earlier run of this file committed")] = False,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="send from the first line, whatever an earlier run of this file committed")
+    ] = False,
 ) -> None:
     """Stream a CSV into Kafka (keyed by sender, acks=all, in transactions); bad rows go to the DLQ.
     Run again after a crash, it goes on after the last committed line: nothing is sent twice."""
@@ -419,8 +489,9 @@ job_app = typer.Typer(no_args_is_help=True, help="The stream job on Kafka.")
 app.add_typer(job_app, name="job")
 
 
-FromSavepoint = Annotated[Optional[Path], typer.Option(
-    "--from-savepoint", help="resume from this savepoint or retained checkpoint directory")]
+FromSavepoint = Annotated[
+    Optional[Path], typer.Option("--from-savepoint", help="resume from this savepoint or retained checkpoint directory")
+]
 Resume = Annotated[bool, typer.Option(help="resume from the newest retained checkpoint under OUT_DIR/checkpoints")]
 
 
@@ -459,14 +530,17 @@ def job_submit(
     """Submit the Kafka job to the Flink session cluster (`flink run -py`), as on any Flink cluster."""
     s = _settings()
     model_dir = _existing_dir(model_dir or s.out_dir / flow.MODEL_DIRNAME, "model folder")
-    proc = flow.submit_kafka_job(s, str(model_dir), bounded=bounded, detached=detached,
-                                 restore_path=_restore(s, from_savepoint, resume))
+    proc = flow.submit_kafka_job(
+        s, str(model_dir), bounded=bounded, detached=detached, restore_path=_restore(s, from_savepoint, resume)
+    )
     console.print(proc.stdout[-2000:])
 
 
 @app.command()
 def demo(
-    out: Annotated[Optional[Path], typer.Option(help="output folder, recreated [default: AUDITFLOW_OUT_DIR, else out]")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="output folder, recreated [default: AUDITFLOW_OUT_DIR, else out]")
+    ] = None,
     accounts: Annotated[int, typer.Option(min=20)] = 2000,
     days: Annotated[int, typer.Option(min=1)] = 3,
     seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
@@ -478,32 +552,54 @@ def demo(
     """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default)."""
     settings = _settings(out_dir=out, seed=seed)
     result = _run_with_progress(
-        lambda progress: flow.demo(settings, accounts=accounts, days=days, max_reports=max_reports, kafka=kafka,
-                                   neo4j=neo4j, cluster=cluster, progress=progress),
-        kafka=kafka, cluster=cluster)
+        lambda progress: flow.demo(
+            settings,
+            accounts=accounts,
+            days=days,
+            max_reports=max_reports,
+            kafka=kafka,
+            neo4j=neo4j,
+            cluster=cluster,
+            progress=progress,
+        ),
+        kafka=kafka,
+        cluster=cluster,
+    )
     h, lv = result.history, result.live
-    console.print(f"history: {h.events} transactions, {h.laundering} laundering (training set); "
-                  f"live: {lv.events} transactions, {lv.laundering} laundering")
+    console.print(
+        f"history: {h.events} transactions, {h.laundering} laundering (training set); "
+        f"live: {lv.events} transactions, {lv.laundering} laundering"
+    )
     test = result.training.get("cascade_test", {})
-    console.print(f"model trained: test precision={test.get('precision', 0):.3f} "
-                  f"recall={test.get('recall', 0):.3f} f1={test.get('f1', 0):.3f}")
+    console.print(
+        f"model trained: test precision={test.get('precision', 0):.3f} "
+        f"recall={test.get('recall', 0):.3f} f1={test.get('f1', 0):.3f}"
+    )
     _print_run(result.run)
     if result.settings.signing_key_file is None:
-        console.print("[bold red]warning:[/bold red] reports signed with the public DEVELOPMENT key: they prove "
-                      "nothing. Set AUDITFLOW_SIGNING_KEY_FILE (`auditflow keys new PATH`) for real reports; "
-                      "`auditflow verify --allow-dev-key` checks these.", highlight=False)
+        console.print(
+            "[bold red]warning:[/bold red] reports signed with the public DEVELOPMENT key: they prove "
+            "nothing. Set AUDITFLOW_SIGNING_KEY_FILE (`auditflow keys new PATH`) for real reports; "
+            "`auditflow verify --allow-dev-key` checks these.",
+            highlight=False,
+        )
 
 
 @app.command()
 def trace(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT, e.g. 010/8000EBD30")],
-    hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS,
-                                                help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
+    hops: Annotated[
+        Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")
+    ] = None,
     direction: Annotated[str, typer.Option(help="out (where the money went) or in (where it came from)")] = "out",
-    fanout_cap: Annotated[Optional[int], typer.Option(min=1, help="[default: AUDITFLOW_TRACE_FANOUT_CAP, else 50]")] = None,
+    fanout_cap: Annotated[
+        Optional[int], typer.Option(min=1, help="[default: AUDITFLOW_TRACE_FANOUT_CAP, else 50]")
+    ] = None,
     start: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,
     end: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="run folder holding graph.jsonl [default: AUDITFLOW_OUT_DIR]")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="run folder holding graph.jsonl [default: AUDITFLOW_OUT_DIR]")
+    ] = None,
 ) -> None:
     """Analyst query: a multi-hop evidence trace from an account, as JSON."""
     from evidence_graph import trace_evidence
@@ -512,8 +608,14 @@ def trace(
     window = _window(start, end)
     try:
         with flow.open_graph(settings) as store:
-            t = trace_evidence(store, account, max_hops=settings.trace_hops, direction=direction,
-                               fanout_cap=settings.trace_fanout_cap, window=window)
+            t = trace_evidence(
+                store,
+                account,
+                max_hops=settings.trace_hops,
+                direction=direction,
+                fanout_cap=settings.trace_fanout_cap,
+                window=window,
+            )
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     console.print_json(t.to_json())
@@ -548,26 +650,36 @@ def _usd(cents: int) -> str:
 @graph_app.command("trace")
 def graph_trace(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
-    hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
+    hops: Annotated[
+        Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")
+    ] = None,
     direction: Annotated[str, typer.Option(help="out (where the money went) or in (where it came from)")] = "out",
-    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+    start: _Start = None,
+    end: _End = None,
+    out: _Out = None,
+    json_: _Json = False,
 ) -> None:
     """Follow the money from (or into) an account, hop by hop, in time order."""
     settings = _settings(out_dir=out)
-    t = _graph_query(lambda: flow.graph_trace(settings, account, hops=hops, direction=direction,
-                                              window=_window(start, end)))
+    t = _graph_query(
+        lambda: flow.graph_trace(settings, account, hops=hops, direction=direction, window=_window(start, end))
+    )
     if json_:
         console.print_json(t.to_json())
         return
-    edges_into = {}
+    edges_into: dict[str, list] = {}
     for e in t.edges:
         edges_into.setdefault(e.dst if t.direction == "out" else e.src, []).append(e)
     table = Table(title=f"trace {t.trace_id} from {t.root} ({t.direction}, {t.max_hops} hops)")
     for col in ("hop", "account", "via", "path (event ids)"):
         table.add_column(col)
     for n in t.nodes:
-        table.add_row(str(n.hop_depth), n.node_id + (" (hub)" if n.node_id in t.hubs else ""),
-                      ", ".join(n.upstream_ids), " > ".join(n.path))
+        table.add_row(
+            str(n.hop_depth),
+            n.node_id + (" (hub)" if n.node_id in t.hubs else ""),
+            ", ".join(n.upstream_ids),
+            " > ".join(n.path),
+        )
     console.print(table)
     if t.cuts:
         cuts = Table(title="cut")
@@ -583,13 +695,19 @@ def graph_trace(
 def graph_paths(
     source: Annotated[str, typer.Argument(help="BANK/ACCOUNT the money left")],
     target: Annotated[str, typer.Argument(help="BANK/ACCOUNT it reached")],
-    max_hops: Annotated[Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")] = None,
-    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+    max_hops: Annotated[
+        Optional[int], typer.Option(min=1, max=MAX_TRACE_HOPS, help="[default: AUDITFLOW_TRACE_HOPS, else 5]")
+    ] = None,
+    start: _Start = None,
+    end: _End = None,
+    out: _Out = None,
+    json_: _Json = False,
 ) -> None:
     """Time-ordered money paths from one account to another, fewest hops first."""
     settings = _settings(out_dir=out)
-    paths = _graph_query(lambda: flow.graph_paths(settings, source, target, max_hops=max_hops,
-                                                  window=_window(start, end)))
+    paths = _graph_query(
+        lambda: flow.graph_paths(settings, source, target, max_hops=max_hops, window=_window(start, end))
+    )
     if json_:
         console.print_json(json.dumps(views.paths_view(paths)))
         return
@@ -597,8 +715,13 @@ def graph_paths(
     for col in ("#", "hops", "accounts", "first", "last"):
         table.add_column(col)
     for i, p in enumerate(paths, 1):
-        table.add_row(str(i), str(len(p)), " > ".join([p[0].src, *(e.dst for e in p)]),
-                      f"{p[0].timestamp:%Y-%m-%d %H:%M}", f"{p[-1].timestamp:%Y-%m-%d %H:%M}")
+        table.add_row(
+            str(i),
+            str(len(p)),
+            " > ".join([p[0].src, *(e.dst for e in p)]),
+            f"{p[0].timestamp:%Y-%m-%d %H:%M}",
+            f"{p[-1].timestamp:%Y-%m-%d %H:%M}",
+        )
     console.print(table)
     console.print(f"{len(paths)} paths")
 
@@ -606,7 +729,10 @@ def graph_paths(
 @graph_app.command("neighborhood")
 def graph_neighborhood(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
-    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+    start: _Start = None,
+    end: _End = None,
+    out: _Out = None,
+    json_: _Json = False,
 ) -> None:
     """An account's counterparties: transfers and US dollars each way."""
     settings = _settings(out_dir=out)
@@ -618,15 +744,25 @@ def graph_neighborhood(
     for col in ("counterparty", "sent", "USD sent", "received", "USD received", "first", "last"):
         table.add_column(col, justify="right" if col.startswith(("sent", "USD", "received")) else "left")
     for r in nb.rows:
-        table.add_row(r.counterparty, str(r.sent), _usd(r.sent_usd_cents), str(r.received), _usd(r.received_usd_cents),
-                      f"{r.first:%Y-%m-%d %H:%M}", f"{r.last:%Y-%m-%d %H:%M}")
+        table.add_row(
+            r.counterparty,
+            str(r.sent),
+            _usd(r.sent_usd_cents),
+            str(r.received),
+            _usd(r.received_usd_cents),
+            f"{r.first:%Y-%m-%d %H:%M}",
+            f"{r.last:%Y-%m-%d %H:%M}",
+        )
     console.print(table)
 
 
 @graph_app.command("typology")
 def graph_typology(
     account: Annotated[str, typer.Argument(help="BANK/ACCOUNT")],
-    start: _Start = None, end: _End = None, out: _Out = None, json_: _Json = False,
+    start: _Start = None,
+    end: _End = None,
+    out: _Out = None,
+    json_: _Json = False,
 ) -> None:
     """The laundering typology instances an account takes part in."""
     settings = _settings(out_dir=out)
@@ -667,8 +803,9 @@ def serve_analyst(out: _Out = None) -> None:
 @serve_app.command("model")
 def serve_model(
     out: _Out = None,
-    model_dir: Annotated[Optional[Path], typer.Option(help="the cascade [default: AUDITFLOW_MODEL_DIR, "
-                                                           "else OUT_DIR/model]")] = None,
+    model_dir: Annotated[
+        Optional[Path], typer.Option(help="the cascade [default: AUDITFLOW_MODEL_DIR, else OUT_DIR/model]")
+    ] = None,
 ) -> None:
     """Batch scoring over HTTP on AUDITFLOW_MODEL_LISTEN: scores, reason codes, tiers (critical /
     normal / background queue), /health, /ready, /metrics (Prometheus)."""
@@ -723,8 +860,10 @@ def keys_publish(
 @app.command()
 def report(
     target: Annotated[str, typer.Argument(help="an alert id of the run in OUT_DIR, or `period`")],
-    profile: Annotated[Optional[str], typer.Option(
-        help="compliance profile: sar, gdpr-art22, ccpa [default: AUDITFLOW_REPORT_PROFILE, else sar]")] = None,
+    profile: Annotated[
+        Optional[str],
+        typer.Option(help="compliance profile: sar, gdpr-art22, ccpa [default: AUDITFLOW_REPORT_PROFILE, else sar]"),
+    ] = None,
     from_: Annotated[Optional[str], typer.Option("--from", help="period start, YYYY-MM-DD (with `period`)")] = None,
     to: Annotated[Optional[str], typer.Option(help="period end, YYYY-MM-DD, exclusive (with `period`)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="run folder [default: AUDITFLOW_OUT_DIR, else out]")] = None,
@@ -740,7 +879,9 @@ def report(
         if target == "period":
             if not from_ or not to:
                 raise _fail("report period needs --from and --to (YYYY-MM-DD)", code=2)
-            res = flow.report_period(settings, _when(from_, "--from"), _when(to, "--to"))
+            res: flow.PeriodReportResult | flow.AlertReportResult = flow.report_period(
+                settings, _when(from_, "--from"), _when(to, "--to")
+            )
         else:
             if from_ or to:
                 raise _fail("--from/--to go with `report period`", code=2)
@@ -777,11 +918,14 @@ def schedule_run(
         console.print("nothing to schedule: no alerts and no AUDITFLOW_SCHEDULE_START", highlight=False)
         return
     if not res.reports:
-        console.print(f"up to date: every period from {res.start:%Y-%m-%d %H:%M} to {res.now:%Y-%m-%d %H:%M} "
-                      "has its summary", highlight=False)
+        console.print(
+            f"up to date: every period from {res.start:%Y-%m-%d %H:%M} to {res.now:%Y-%m-%d %H:%M} has its summary",
+            highlight=False,
+        )
         return
-    table = Table("period", "alerts", "status", "file", title=f"schedule run up to {res.now:%Y-%m-%d %H:%M}",
-                  title_justify="left")
+    table = Table(
+        "period", "alerts", "status", "file", title=f"schedule run up to {res.now:%Y-%m-%d %H:%M}", title_justify="left"
+    )
     for r in res.reports:
         table.add_row(r.period_id, f"{r.alerts:,}", r.status, r.pdf.name)
     console.print(table)
@@ -800,10 +944,16 @@ def _when(text: str, option: str) -> datetime:
 @app.command()
 def verify(
     reports_dir: Annotated[Optional[Path], typer.Argument(help="[default: OUT_DIR/reports]")] = None,
-    tree_head: Annotated[Optional[Path], typer.Option(
-        "--tree-head", exists=True, dir_okay=False, help="a signed tree head kept elsewhere: the log must extend it")] = None,
-    allow_dev_key: Annotated[bool, typer.Option(
-        "--allow-dev-key", help="also trust the public development key (demo reports; proves nothing)")] = False,
+    tree_head: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--tree-head", exists=True, dir_okay=False, help="a signed tree head kept elsewhere: the log must extend it"
+        ),
+    ] = None,
+    allow_dev_key: Annotated[
+        bool,
+        typer.Option("--allow-dev-key", help="also trust the public development key (demo reports; proves nothing)"),
+    ] = False,
 ) -> None:
     """Check every report against its manifest, each signature, each report's inclusion in the
     Merkle audit log, that every logged file exists, and the log against its signed tree head
@@ -817,15 +967,19 @@ def verify(
     except (SigningKeyError, ValueError) as e:
         raise _fail(str(e), code=2) from None
     if allow_dev_key:
-        console.print("[bold red]warning:[/bold red] trusting the public development key: signatures by it prove "
-                      "nothing", highlight=False)
-    summary = (f"{result.reports} reports, {result.files} files, audit log of {result.log_size} entries"
-               + (f", consistent with {tree_head}" if tree_head and result.ok else ""))
+        console.print(
+            "[bold red]warning:[/bold red] trusting the public development key: signatures by it prove nothing",
+            highlight=False,
+        )
+    summary = f"{result.reports} reports, {result.files} files, audit log of {result.log_size} entries" + (
+        f", consistent with {tree_head}" if tree_head and result.ok else ""
+    )
     if result.ok:
         console.print(f"verified: {summary}", soft_wrap=True, highlight=False)
         return
-    table = Table("item", "what failed", title=f"verify {reports_dir}: {len(result.findings)} problem(s)",
-                  title_justify="left")
+    table = Table(
+        "item", "what failed", title=f"verify {reports_dir}: {len(result.findings)} problem(s)", title_justify="left"
+    )
     for f in result.findings:
         table.add_row(f.item, f.problem)
     console.print(table)
@@ -848,11 +1002,16 @@ def tree_head_(
     if out is None:
         typer.echo(head.to_bytes().decode("ascii"), nl=False)
     else:
-        console.print(f"wrote {out}: tree size {head.tree_size}, root {head.root_hash}, key {head.key_id}",
-                      soft_wrap=True, highlight=False)
+        console.print(
+            f"wrote {out}: tree size {head.tree_size}, root {head.root_hash}, key {head.key_id}",
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
-reference_app = typer.Typer(no_args_is_help=True, help="Drift references: frozen profiles of the scoring inputs and score.")
+reference_app = typer.Typer(
+    no_args_is_help=True, help="Drift references: frozen profiles of the scoring inputs and score."
+)
 app.add_typer(reference_app, name="reference")
 
 
@@ -861,8 +1020,13 @@ def reference_build(
     data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="transactions CSV")],
     from_: Annotated[Optional[str], typer.Option("--from", help="first event time, YYYY-MM-DD[THH:MM] (UTC)")] = None,
     to: Annotated[Optional[str], typer.Option(help="end, exclusive, YYYY-MM-DD[THH:MM] (UTC)")] = None,
-    from_alert: Annotated[Optional[str], typer.Option(
-        "--from-alert", help="re-sample: the windows of this drift alert (OUT_DIR/drift_alerts.jsonl) instead of --from/--to")] = None,
+    from_alert: Annotated[
+        Optional[str],
+        typer.Option(
+            "--from-alert",
+            help="re-sample: the windows of this drift alert (OUT_DIR/drift_alerts.jsonl) instead of --from/--to",
+        ),
+    ] = None,
     model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     out: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/drift]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
@@ -880,17 +1044,33 @@ def reference_build(
         if from_alert:
             start, end = drift_alert_range(flow.RunPaths.under(settings.out_dir).drift_alerts, from_alert)
         else:
+            assert from_ is not None and to is not None  # checked above
             start, end = _when(from_, "--from"), _when(to, "--to")
         res = flow.build_reference(data, model_dir, settings, start, end, out_dir=out)
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     if as_json:
-        typer.echo(json.dumps({"path": str(res.path), "reference_id": res.reference_id, "model_version": res.model_version,
-                               "events": res.events, "features": list(res.features), "segments": res.segments},
-                              indent=2, sort_keys=True))
+        typer.echo(
+            json.dumps(
+                {
+                    "path": str(res.path),
+                    "reference_id": res.reference_id,
+                    "model_version": res.model_version,
+                    "events": res.events,
+                    "features": list(res.features),
+                    "segments": res.segments,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
-    console.print(f"reference [bold]{res.reference_id}[/] ({res.events:,} events, {len(res.features)} inputs incl. "
-                  f"the score, model {res.model_version[:12]}) -> {res.path}", soft_wrap=True, highlight=False)
+    console.print(
+        f"reference [bold]{res.reference_id}[/] ({res.events:,} events, {len(res.features)} inputs incl. "
+        f"the score, model {res.model_version[:12]}) -> {res.path}",
+        soft_wrap=True,
+        highlight=False,
+    )
     table = Table("segment dimension", "kept values", title="segments (the rest: __other__)", title_justify="left")
     for dim, values in res.segments.items():
         table.add_row(dim, ", ".join(values))
@@ -905,10 +1085,14 @@ _STATUS_STYLE = {"drift": "bold red", "warn": "yellow", "ok": "green"}
 
 @drift_app.command("show")
 def drift_show(
-    records: Annotated[Optional[Path], typer.Option(help="drift records, JSON lines [default: OUT_DIR/drift_scores.jsonl]")] = None,
+    records: Annotated[
+        Optional[Path], typer.Option(help="drift records, JSON lines [default: OUT_DIR/drift_scores.jsonl]")
+    ] = None,
     alerts: Annotated[Optional[Path], typer.Option(help="drift alerts [default: OUT_DIR/drift_alerts.jsonl]")] = None,
     metric: Annotated[str, typer.Option(help="psi, js or kl")] = "psi",
-    at: Annotated[Optional[str], typer.Option(help="the window holding this time, YYYY-MM-DD[THH:MM] [default: the latest]")] = None,
+    at: Annotated[
+        Optional[str], typer.Option(help="the window holding this time, YYYY-MM-DD[THH:MM] [default: the latest]")
+    ] = None,
     feature: Annotated[Optional[str], typer.Option(help="chart this feature's drift over time")] = None,
     segment: Annotated[str, typer.Option(help="the segment of the chart")] = "__all__",
     chart: Annotated[Optional[Path], typer.Option(help="PNG to write [default: OUT_DIR/drift/FEATURE.png]")] = None,
@@ -925,37 +1109,79 @@ def drift_show(
         raise _fail(f"no drift records at {records} (run the stream job with AUDITFLOW_DRIFT_REFERENCE set)", code=2)
     try:
         recs = read_drift_records(records)
-        view = drift_view(recs, read_drift_records(alerts) if alerts.is_file() else [], metric=metric,
-                          at=_when(at, "--at") if at else None)
+        view = drift_view(
+            recs,
+            read_drift_records(alerts) if alerts.is_file() else [],
+            metric=metric,
+            at=_when(at, "--at") if at else None,
+        )
         path = None
         if feature:
             series = drift_series(recs, feature, segment, metric)
-            path = drift_chart(series, chart or settings.out_dir / "drift" / f"{feature}.png",
-                               title=f"{metric} of {feature} in {segment} (reference {series[0]['reference_id']})")
+            path = drift_chart(
+                series,
+                chart or settings.out_dir / "drift" / f"{feature}.png",
+                title=f"{metric} of {feature} in {segment} (reference {series[0]['reference_id']})",
+            )
     except ValueError as e:
         raise _fail(str(e), code=2) from None
     if as_json:
-        typer.echo(json.dumps({"metric": view.metric, "window_start": view.window_start and view.window_start.isoformat(),
-                               "window_end": view.window_end and view.window_end.isoformat(),
-                               "reference_id": view.reference_id, "windows": view.windows,
-                               "segments": [dataclasses.asdict(r) for r in view.rows], "alerts": view.alerts,
-                               "chart": str(path) if path else None}, indent=2, sort_keys=True))
+        typer.echo(
+            json.dumps(
+                {
+                    "metric": view.metric,
+                    "window_start": view.window_start and view.window_start.isoformat(),
+                    "window_end": view.window_end and view.window_end.isoformat(),
+                    "reference_id": view.reference_id,
+                    "windows": view.windows,
+                    "segments": [dataclasses.asdict(r) for r in view.rows],
+                    "alerts": view.alerts,
+                    "chart": str(path) if path else None,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
     if view.window_start is None:
         console.print(f"no {metric} records in {records}")
         return
-    table = Table("segment", "status", "drift", "warn", "judged", "farthest feature", metric, "drift threshold", "events",
-                  title=f"{metric}, window {view.window_start:%Y-%m-%d %H:%M} .. {view.window_end:%H:%M} "
-                        f"({view.windows} windows, reference {view.reference_id})", title_justify="left")
+    table = Table(
+        "segment",
+        "status",
+        "drift",
+        "warn",
+        "judged",
+        "farthest feature",
+        metric,
+        "drift threshold",
+        "events",
+        title=f"{metric}, window {view.window_start:%Y-%m-%d %H:%M} .. {view.window_end:%H:%M} "
+        f"({view.windows} windows, reference {view.reference_id})",
+        title_justify="left",
+    )
     for r in view.rows:
         style = _STATUS_STYLE.get(r.status, "dim")
-        table.add_row(r.segment, f"[{style}]{r.status}[/]", str(r.drift), str(r.warn), str(r.judged), r.top_feature,
-                      f"{r.top_value:.4f}", f"{r.top_threshold:.4f}", f"{r.n_cur:,}")
+        table.add_row(
+            r.segment,
+            f"[{style}]{r.status}[/]",
+            str(r.drift),
+            str(r.warn),
+            str(r.judged),
+            r.top_feature,
+            f"{r.top_value:.4f}",
+            f"{r.top_threshold:.4f}",
+            f"{r.n_cur:,}",
+        )
     console.print(table)
     for a in view.alerts:
-        console.print(f"[bold red]alert[/] {a['rule']} ({a['action']}): {a['metric']} {a['kind']} on "
-                      f"{', '.join(f'{k}={v}' for k, v in a['group'].items()) or 'all'} for {a['consecutive']} window(s), "
-                      f"value {a['value']:.4f}", soft_wrap=True, highlight=False)
+        console.print(
+            f"[bold red]alert[/] {a['rule']} ({a['action']}): {a['metric']} {a['kind']} on "
+            f"{', '.join(f'{k}={v}' for k, v in a['group'].items()) or 'all'} for {a['consecutive']} window(s), "
+            f"value {a['value']:.4f}",
+            soft_wrap=True,
+            highlight=False,
+        )
     if path:
         console.print(f"chart: {path}", soft_wrap=True, highlight=False)
 

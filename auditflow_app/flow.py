@@ -12,17 +12,18 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditflow.errors import ConfigError
 from auditflow.jsonlines import iter_json_lines, write_json_lines
 from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent
-from auditflow_app.settings import Settings
 from auditflow.version import code_version
+from auditflow_app.settings import Settings
 from ingest.amlworld import read_transactions
 
 if TYPE_CHECKING:
@@ -56,9 +57,13 @@ def producer_options(settings: Settings, topic: str | None = None) -> ProducerOp
     topic), the DLQ topic and their partition count, and the plausible event-time window."""
     from ingest.kafka_io import ProducerOptions
 
-    return ProducerOptions(bootstrap=settings.kafka_bootstrap, topic=topic or settings.topic_transactions,
-                           dlq_topic=settings.topic_dlq, partitions=settings.topic_partitions,
-                           time_window=settings.event_time_window)
+    return ProducerOptions(
+        bootstrap=settings.kafka_bootstrap,
+        topic=topic or settings.topic_transactions,
+        dlq_topic=settings.topic_dlq,
+        partitions=settings.topic_partitions,
+        time_window=settings.event_time_window,
+    )
 
 
 def tier_policy(settings: Settings, alert_threshold: float) -> TierPolicy:
@@ -66,8 +71,11 @@ def tier_policy(settings: Settings, alert_threshold: float) -> TierPolicy:
     over a cascade's alert threshold."""
     from model_service.service import TierPolicy
 
-    targets = {"critical": settings.tier_critical_ms, "normal": settings.tier_normal_ms,
-               "background": settings.tier_background_ms}
+    targets = {
+        "critical": settings.tier_critical_ms,
+        "normal": settings.tier_normal_ms,
+        "background": settings.tier_background_ms,
+    }
     return TierPolicy(settings.tier_critical_score, settings.tier_normal_score, alert_threshold, targets)
 
 
@@ -85,7 +93,8 @@ def report_signer(settings: Settings, *, development_key: bool = False):
         "no signing key configured (AUDITFLOW_SIGNING_KEY_FILE): refusing to sign reports with the public "
         "development key outside the demo -- its signatures prove nothing. Make a key with "
         "`auditflow keys new PATH`, set AUDITFLOW_SIGNING_KEY_FILE=PATH and publish its public key "
-        "(`auditflow keys publish`)")
+        "(`auditflow keys publish`)"
+    )
 
 
 def trusted_keys(settings: Settings, *, development_key: bool = False):
@@ -101,16 +110,25 @@ def trusted_keys(settings: Settings, *, development_key: bool = False):
     return ring
 
 
-def verify_reports(settings: Settings, reports_dir: str | Path, *, tree_head_file: str | Path | None = None,
-                   allow_dev_key: bool = False):
+def verify_reports(
+    settings: Settings,
+    reports_dir: str | Path,
+    *,
+    tree_head_file: str | Path | None = None,
+    allow_dev_key: bool = False,
+):
     """:func:`reports.verify.verify_reports` of the folder against the trusted keys (see
     :func:`trusted_keys`) and, when given, a kept tree head."""
     from reports.audit_log import TreeHead
     from reports.verify import verify_reports as verify
 
     head = TreeHead.load(tree_head_file) if tree_head_file is not None else None
-    return verify(reports_dir, trusted_keys(settings, development_key=allow_dev_key), tree_head=head,
-                  tree_head_name=f"kept tree head {Path(tree_head_file).name}" if tree_head_file else "kept tree head")
+    return verify(
+        reports_dir,
+        trusted_keys(settings, development_key=allow_dev_key),
+        tree_head=head,
+        tree_head_name=f"kept tree head {Path(tree_head_file).name}" if tree_head_file else "kept tree head",
+    )
 
 
 def export_tree_head(reports_dir: str | Path, out: str | Path | None = None):
@@ -140,7 +158,10 @@ def read_events(csv_path: str | Path, settings: Settings) -> tuple[list[Transact
     events: list[TransactionEvent] = []
     rejects: list[RejectedRecord] = []
     for item in read_transactions(csv_path, time_window=settings.event_time_window):
-        (rejects if isinstance(item, RejectedRecord) else events).append(item)
+        if isinstance(item, RejectedRecord):
+            rejects.append(item)
+        else:
+            events.append(item)
     return events, rejects
 
 
@@ -159,15 +180,29 @@ class GeneratedData:
     laundering_ids: frozenset[str]
 
 
-def generate(out_dir: str | Path, *, name: str = "synthetic", accounts: int = 2000, days: int = 3,
-             laundering_rate: float = 0.001, seed: int) -> GeneratedData:
+def generate(
+    out_dir: str | Path,
+    *,
+    name: str = "synthetic",
+    accounts: int = 2000,
+    days: int = 3,
+    laundering_rate: float = 0.001,
+    seed: int,
+) -> GeneratedData:
     """Write ``NAME_Trans.csv`` and ``NAME_Patterns.txt`` (seeded) into ``out_dir``."""
-    from ingest.synthetic import generate as synthesize, write_dataset
+    from ingest.synthetic import generate as synthesize
+    from ingest.synthetic import write_dataset
 
     ds = synthesize(accounts=accounts, days=days, laundering_rate=laundering_rate, seed=seed)
     trans, patterns = write_dataset(ds, out_dir, name=name)
-    return GeneratedData(trans, patterns, len(ds.events), ds.laundering_count, len(ds.attempts),
-                         frozenset(e.event_id for e in ds.events if e.is_laundering))
+    return GeneratedData(
+        trans,
+        patterns,
+        len(ds.events),
+        ds.laundering_count,
+        len(ds.attempts),
+        frozenset(e.event_id for e in ds.events if e.is_laundering),
+    )
 
 
 # ---------------------------------------------------------------------------- training
@@ -181,7 +216,7 @@ class PreparedData:
     events: list[TransactionEvent]
     rejected: int
     with_features: list[tuple[TransactionEvent, dict[str, float]]]
-    graph_rows: list[dict[str, float]]
+    graph_rows: list[Mapping[str, float]]
     input_sha256: str
 
 
@@ -222,8 +257,9 @@ def _write_evaluation(out_dir: Path, report, data: PreparedData) -> tuple[Path, 
     return js, png
 
 
-def evaluate(csv_path: str | Path, out_dir: str | Path, settings: Settings, *,
-             data: PreparedData | None = None) -> EvaluationResult:
+def evaluate(
+    csv_path: str | Path, out_dir: str | Path, settings: Settings, *, data: PreparedData | None = None
+) -> EvaluationResult:
     """The no-graph baseline, the stream-features-only model and the model with graph features on
     the file's temporal 60/20/20 split (:mod:`model_service.evaluation`); writes
     ``evaluation.json`` and ``pr_curve.png`` into ``out_dir``."""
@@ -231,9 +267,14 @@ def evaluate(csv_path: str | Path, out_dir: str | Path, settings: Settings, *,
     from model_service.evaluation import evaluate_models
 
     data = data or prepare_data(csv_path, settings)
-    report = evaluate_models(data.events, [model_inputs(f) for _, f in data.with_features], data.graph_rows,
-                             settings.seed, budget_per_10k=settings.alert_budget_per_10k,
-                             graph_descriptions=GRAPH_FEATURE_DESCRIPTIONS)
+    report = evaluate_models(
+        data.events,
+        [model_inputs(f) for _, f in data.with_features],
+        data.graph_rows,
+        settings.seed,
+        budget_per_10k=settings.alert_budget_per_10k,
+        graph_descriptions=GRAPH_FEATURE_DESCRIPTIONS,
+    )
     js, png = _write_evaluation(Path(out_dir), report, data)
     return EvaluationResult(report, data.input_sha256, data.rejected, js, png)
 
@@ -248,7 +289,7 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
     from model_service.registry import record
 
     data = prepare_data(csv_path, settings)
-    rows = {ev.event_id: g for ev, g in zip(data.events, data.graph_rows)}
+    rows = {ev.event_id: g for ev, g in zip(data.events, data.graph_rows, strict=True)}
     cascade, report = train_cascade(
         data.with_features,
         lambda ev: rows[ev.event_id],
@@ -259,11 +300,23 @@ def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> di
     model_dir = Path(model_dir)
     cascade.save(model_dir)
     evaluation = evaluate(csv_path, model_dir, settings, data=data)
-    summary = {"input_sha256": data.input_sha256, "rejected": data.rejected, **report.to_dict(),
-               "evaluation": evaluation.report.to_dict()}
-    record(model_dir, cascade, data_sha256=data_sha256(data.events), input_sha256=data.input_sha256,
-           summary={"stages": cascade.stages, "stage_choice": report.stage_choice,
-                    "cascade_test_f1": report.cascade_test.f1})
+    summary = {
+        "input_sha256": data.input_sha256,
+        "rejected": data.rejected,
+        **report.to_dict(),
+        "evaluation": evaluation.report.to_dict(),
+    }
+    record(
+        model_dir,
+        cascade,
+        data_sha256=data_sha256(data.events),
+        input_sha256=data.input_sha256,
+        summary={
+            "stages": cascade.stages,
+            "stage_choice": report.stage_choice,
+            "cascade_test_f1": report.cascade_test.f1,
+        },
+    )
     # Same seed, same bytes: wall-clock timings go to a file of their own.
     timings = {k: summary.pop(k) for k in sorted(summary) if k.endswith("_seconds")}
     (model_dir / "training_report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -334,9 +387,17 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
     out = run_file_job(str(csv_path), stream_spec(model_dir, settings))
     seconds = time.perf_counter() - t0
     candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
-    return StreamResult(out.records_in, out.processed, out.rejects, candidates, seconds, late=out.late,
-                        duplicates=len(out.duplicates), drift_records=out.drift_records,
-                        drift_alerts=out.drift_alerts)
+    return StreamResult(
+        out.records_in,
+        out.processed,
+        out.rejects,
+        candidates,
+        seconds,
+        late=out.late,
+        duplicates=len(out.duplicates),
+        drift_records=out.drift_records,
+        drift_alerts=out.drift_alerts,
+    )
 
 
 def checkpoint_dir(settings: Settings) -> Path:
@@ -353,36 +414,63 @@ def resume_path(settings: Settings, from_savepoint: str | Path | None = None, re
     return restore_path(checkpoint_dir(settings), from_savepoint, resume)
 
 
-def kafka_job_config(settings: Settings, *, bounded: bool, group_id: str = "auditflow-stream",
-                     job_name: str = "auditflow-kafka", restore_path: str | Path | None = None):
+def kafka_job_config(
+    settings: Settings,
+    *,
+    bounded: bool,
+    group_id: str = "auditflow-stream",
+    job_name: str = "auditflow-kafka",
+    restore_path: str | Path | None = None,
+):
     from pipelines.kafka_job import KafkaJobConfig, check_connector_jar
 
     return KafkaJobConfig(
-        bootstrap=settings.kafka_bootstrap, topic_transactions=settings.topic_transactions,
-        topic_alerts=settings.topic_alerts, topic_dlq=settings.topic_dlq,
-        topic_drift_scores=settings.topic_drift_scores, topic_drift_alerts=settings.topic_drift_alerts,
+        bootstrap=settings.kafka_bootstrap,
+        topic_transactions=settings.topic_transactions,
+        topic_alerts=settings.topic_alerts,
+        topic_dlq=settings.topic_dlq,
+        topic_drift_scores=settings.topic_drift_scores,
+        topic_drift_alerts=settings.topic_drift_alerts,
         connector_jar=check_connector_jar(str(settings.flink_kafka_jar) if settings.flink_kafka_jar else None),
-        group_id=group_id, bounded=bounded, job_name=job_name,
-        checkpoint_dir=str(checkpoint_dir(settings)), checkpoint_interval_ms=settings.checkpoint_interval_ms,
-        delivery=settings.alert_delivery, restore_path=str(restore_path) if restore_path else None,
+        group_id=group_id,
+        bounded=bounded,
+        job_name=job_name,
+        checkpoint_dir=str(checkpoint_dir(settings)),
+        checkpoint_interval_ms=settings.checkpoint_interval_ms,
+        delivery=settings.alert_delivery,
+        restore_path=str(restore_path) if restore_path else None,
     )
 
 
-def run_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
-                  group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka",
-                  restore_path: str | Path | None = None):
+def run_kafka_job(
+    settings: Settings,
+    model_dir: str | Path,
+    *,
+    bounded: bool = True,
+    group_id: str = "auditflow-stream",
+    job_name: str = "auditflow-kafka",
+    restore_path: str | Path | None = None,
+):
     """The Kafka job on a local MiniCluster, configured from settings; returns its counts."""
     from pipelines.kafka_job import run_kafka_job as run
 
-    return run(kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name,
-                                restore_path=restore_path),
-               stream_spec(model_dir, settings))
+    return run(
+        kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name, restore_path=restore_path),
+        stream_spec(model_dir, settings),
+    )
 
 
-def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool = True,
-                     group_id: str = "auditflow-stream", job_name: str = "auditflow-kafka",
-                     timeout_s: float = 1800, restore_path: str | Path | None = None,
-                     detached: bool = False) -> subprocess.CompletedProcess:
+def submit_kafka_job(
+    settings: Settings,
+    model_dir: str | Path,
+    *,
+    bounded: bool = True,
+    group_id: str = "auditflow-stream",
+    job_name: str = "auditflow-kafka",
+    timeout_s: float = 1800,
+    restore_path: str | Path | None = None,
+    detached: bool = False,
+) -> subprocess.CompletedProcess:
     """Submit the Kafka job to the Flink session cluster with ``flink run -py`` and wait for it
     (with ``detached``, only until the cluster accepted it: the output names its JobID).
 
@@ -395,12 +483,20 @@ def submit_kafka_job(settings: Settings, model_dir: str | Path, *, bounded: bool
 
     from pipelines.flink_client import submit
 
-    cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name,
-                           restore_path=restore_path)
-    return submit(cfg, model_dir, stream_spec(model_dir, settings), rest_url=settings.flink_rest, base_env=os.environ,
-                  flink_home=settings.flink_home, flink_conf_dir=settings.flink_conf_dir,
-                  drift_reference=settings.drift_reference, drift_rules_file=settings.drift_rules_file,
-                  timeout_s=timeout_s, detached=detached)
+    cfg = kafka_job_config(settings, bounded=bounded, group_id=group_id, job_name=job_name, restore_path=restore_path)
+    return submit(
+        cfg,
+        model_dir,
+        stream_spec(model_dir, settings),
+        rest_url=settings.flink_rest,
+        base_env=os.environ,
+        flink_home=settings.flink_home,
+        flink_conf_dir=settings.flink_conf_dir,
+        drift_reference=settings.drift_reference,
+        drift_rules_file=settings.drift_rules_file,
+        timeout_s=timeout_s,
+        detached=detached,
+    )
 
 
 def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[TransactionEvent, dict[str, float]]]:
@@ -424,9 +520,15 @@ def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]
     return counts(settings.flink_rest, client_output)
 
 
-def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Settings, *,
-                     cluster: bool = False, fresh_topics: bool = False,
-                     progress: Callable[[int], None] | None = None) -> StreamResult:
+def run_stream_kafka(
+    csv_path: str | Path,
+    model_dir: str | Path,
+    settings: Settings,
+    *,
+    cluster: bool = False,
+    fresh_topics: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> StreamResult:
     """Produce the file to Kafka, run the Kafka job (local MiniCluster or the session cluster)
     to the end of the topic, and read its alerts and dead letters back from Kafka."""
     from ingest.kafka_io import consume_all, delete_topics, ensure_topics, produce_file
@@ -447,10 +549,10 @@ def run_stream_kafka(csv_path: str | Path, model_dir: str | Path, settings: Sett
     seconds = time.perf_counter() - t0
     alerts = consume_all(settings.kafka_bootstrap, settings.topic_alerts, timeout_s=120)
     dead = consume_all(settings.kafka_bootstrap, settings.topic_dlq, timeout_s=60)
-    dead_letters = [RejectedRecord.from_dict(json.loads(r.value)) for r in dead]
+    dead_letters = [RejectedRecord.from_dict(json.loads(r.value)) for r in dead if r.value is not None]
     rejects = [r for r in dead_letters if r.stage != "late"]
     late = [r for r in dead_letters if r.stage == "late"]
-    candidates = candidates_from_fast_alerts(r.value for r in alerts)
+    candidates = candidates_from_fast_alerts(r.value for r in alerts if r.value is not None)
     return StreamResult(produced.read, processed, rejects, candidates, seconds, late=late, duplicates=duplicates)
 
 
@@ -500,16 +602,25 @@ def run_deep_path(
     cascade = Cascade.load(model_dir)
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
-    writer = ReportWriter(reports_dir, input_sha256=input_sha256, code_version=code_version(),
-                          seed=settings.seed, signer=signer,  # repairs what a crashed run left
-                          **report_profile_options(settings))
+    writer = ReportWriter(
+        reports_dir,
+        input_sha256=input_sha256,
+        code_version=code_version(),
+        seed=settings.seed,
+        signer=signer,  # repairs what a crashed run left
+        **report_profile_options(settings),
+    )
     drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
     policy = tier_policy(settings, cascade.alert_threshold)
     # per tier: from queued (all at once, after the batch SHAP) to report written
-    metrics = TierMetrics("auditflow_deep_path", latency=("seconds", "queued to report written"),
-                          done=("cases", "alerts through the deep path"), waiting="alerts waiting for their deep path",
-                          missed="deep paths past their tier's target",
-                          buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+    metrics = TierMetrics(
+        "auditflow_deep_path",
+        latency=("seconds", "queued to report written"),
+        done=("cases", "alerts through the deep path"),
+        waiting="alerts waiting for their deep path",
+        missed="deep paths past their tier's target",
+        buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    )
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
         explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
@@ -525,9 +636,14 @@ def run_deep_path(
             t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
-            outcome = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
-                                   drift=alert_drift_status(drift_windows, alert.event),
-                                   narrative=narrative_for(settings, alert, trace, codes, matches))
+            outcome = writer.write(
+                alert,
+                trace,
+                codes,
+                typologies=[(m.typology, m.explanation) for m in matches],
+                drift=alert_drift_status(drift_windows, alert.event),
+                narrative=narrative_for(settings, alert, trace, codes, matches),
+            )
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
             else:
@@ -536,7 +652,9 @@ def run_deep_path(
             case.typologies = [m.typology for m in matches]
             case.deep_ms = round(share_ms + (time.perf_counter() - t_case) * 1000.0, 3)
             metrics.depth.labels(case.tier).dec()
-            metrics.served(case.tier, time.perf_counter() - t_explain, 1, policy.targets_ms.get(case.tier, float("inf")))
+            metrics.served(
+                case.tier, time.perf_counter() - t_explain, 1, policy.targets_ms.get(case.tier, float("inf"))
+            )
             if progress:
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
@@ -563,8 +681,11 @@ def check_report_settings(settings: Settings, *, development_key: bool = False) 
 
 def report_profile_options(settings: Settings) -> dict[str, Any]:
     """The report profile and the institution and contact its compliance section names."""
-    return {"profile": settings.report_profile, "institution": settings.report_institution,
-            "contact": settings.report_contact}
+    return {
+        "profile": settings.report_profile,
+        "institution": settings.report_institution,
+        "contact": settings.report_contact,
+    }
 
 
 def narrative_for(settings: Settings, alert: Alert, trace, codes, matches):
@@ -584,8 +705,14 @@ def trace_and_typologies(store, alert: Alert, settings: Settings):
     from evidence_graph import detect_typologies, trace_evidence
 
     t = alert.event.timestamp
-    trace = trace_evidence(store, alert.account.node_id, max_hops=settings.trace_hops, direction="out",
-                           fanout_cap=settings.trace_fanout_cap, window=(t, t + settings.trace_horizon))
+    trace = trace_evidence(
+        store,
+        alert.account.node_id,
+        max_hops=settings.trace_hops,
+        direction="out",
+        fanout_cap=settings.trace_fanout_cap,
+        window=(t, t + settings.trace_horizon),
+    )
     around = settings.typology_window
     matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
     return trace, matches
@@ -596,26 +723,33 @@ def trace_and_typologies(store, alert: Alert, settings: Settings):
 Window = tuple[datetime | None, datetime | None] | None
 
 
-def graph_trace(settings: Settings, account: str, *, hops: int | None = None, direction: str = "out",
-                window: Window = None):
+def graph_trace(
+    settings: Settings, account: str, *, hops: int | None = None, direction: str = "out", window: Window = None
+):
     """``auditflow graph trace``: the money from (``out``) or into (``in``) an account, as an
     :class:`~auditflow.records.EvidenceTrace`. ``ValueError`` on a bad argument."""
     from evidence_graph import trace_evidence
 
     with open_graph(settings) as store:
-        return trace_evidence(store, account, max_hops=hops or settings.trace_hops, direction=direction,
-                              fanout_cap=settings.trace_fanout_cap, window=window)
+        return trace_evidence(
+            store,
+            account,
+            max_hops=hops or settings.trace_hops,
+            direction=direction,
+            fanout_cap=settings.trace_fanout_cap,
+            window=window,
+        )
 
 
-def graph_paths(settings: Settings, source: str, target: str, *, max_hops: int | None = None,
-                window: Window = None):
+def graph_paths(settings: Settings, source: str, target: str, *, max_hops: int | None = None, window: Window = None):
     """``auditflow graph paths``: time-ordered money paths ``source -> target`` (tuples of
     :class:`~evidence_graph.GraphEdge`), fewest hops first."""
     from evidence_graph.queries import money_paths
 
     with open_graph(settings) as store:
-        return money_paths(store, source, target, max_hops or settings.trace_hops, window=window,
-                           fanout_cap=settings.trace_fanout_cap)
+        return money_paths(
+            store, source, target, max_hops or settings.trace_hops, window=window, fanout_cap=settings.trace_fanout_cap
+        )
 
 
 def graph_neighborhood(settings: Settings, account: str, *, window: Window = None):
@@ -716,12 +850,23 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
     alert = alert_from_row(row)
     codes = [ReasonCode.from_dict(r) for r in row["reason_codes"]]
     options = report_profile_options(settings) | ({"profile": profile} if profile else {})
-    writer = ReportWriter(paths.reports_dir, input_sha256=row["input_sha256"], code_version=code_version(),
-                          seed=settings.seed, signer=report_signer(settings), **options)
+    writer = ReportWriter(
+        paths.reports_dir,
+        input_sha256=row["input_sha256"],
+        code_version=code_version(),
+        seed=settings.seed,
+        signer=report_signer(settings),
+        **options,
+    )
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
-    out = writer.write(alert, trace, codes, typologies=[(m.typology, m.explanation) for m in matches],
-                       narrative=narrative_for(settings, alert, trace, codes, matches))
+    out = writer.write(
+        alert,
+        trace,
+        codes,
+        typologies=[(m.typology, m.explanation) for m in matches],
+        narrative=narrative_for(settings, alert, trace, codes, matches),
+    )
     head = writer.finish()
     if isinstance(out, ReportFailure):
         raise ValueError(f"report for {alert_id} not written: {out.reason}")
@@ -740,8 +885,9 @@ def load_period_alerts(settings: Settings) -> list:
     for d in iter_json_lines(path):
         alert = alert_from_row(d)
         report = Path(d["report"]).name if d.get("report") else None
-        out.append(PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"),
-                               d.get("deep_ms")))
+        out.append(
+            PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"), d.get("deep_ms"))
+        )
     return out
 
 
@@ -769,11 +915,18 @@ def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[l
     done = []
     for period in periods:
         figures = period_drift_figures(drift, period.start, period.end) if drift else None
-        stem, contents, unsigned = prepare_period_report(period, alerts, code_version=code_version(), seed=settings.seed,
-                                                         drift=figures)
+        stem, contents, unsigned = prepare_period_report(
+            period, alerts, code_version=code_version(), seed=settings.seed, drift=figures
+        )
         pub = store.publish(stem, contents, unsigned)
-        done.append(PeriodReportResult(period.period_id, pub.status, store.directory / pub.manifest.files[0][0],
-                                       int(dict(unsigned.extra)["alerts"])))
+        done.append(
+            PeriodReportResult(
+                period.period_id,
+                pub.status,
+                store.directory / pub.manifest.files[0][0],
+                int(dict(unsigned.extra)["alerts"]),
+            )
+        )
     head = store.finish()
     return done, head.tree_size
 
@@ -810,7 +963,7 @@ def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleRes
     from reports.store import LOG_NAME
 
     if now is None:
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        now = datetime.now(UTC).replace(tzinfo=None)
     alerts = load_period_alerts(settings)
     start = settings.schedule_start or min((a.alert.event.timestamp for a in alerts), default=None)
     if start is None:
@@ -818,10 +971,16 @@ def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleRes
     from reports.audit_log import AuditLog
 
     log_path = RunPaths.under(settings.out_dir).reports_dir / LOG_NAME
-    done = {e.payload.get("subject_id") for e in (AuditLog(log_path).entries() if log_path.exists() else [])
-            if e.kind == "period_report"}
-    due = [p for name, cron in settings.report_schedules.items()
-           for p in periods_due(Schedule(name, cron), start=start, now=now, done=done)]
+    done = {
+        str(e.payload["subject_id"])
+        for e in (AuditLog(log_path).entries() if log_path.exists() else [])
+        if e.kind == "period_report" and e.payload.get("subject_id") is not None
+    }
+    due = [
+        p
+        for name, cron in settings.report_schedules.items()
+        for p in periods_due(Schedule(name, cron), start=start, now=now, done=done)
+    ]
     if not due:
         return ScheduleResult(now, start, [], 0)
     due.sort(key=lambda p: (p.end, p.schedule))
@@ -829,7 +988,7 @@ def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleRes
     return ScheduleResult(now, start, results, size)
 
 
-def recall(laundering_ids: set[str], flagged_ids: Iterable[str]) -> float:
+def recall(laundering_ids: AbstractSet[str], flagged_ids: Iterable[str]) -> float:
     if not laundering_ids:
         return 0.0
     return len(laundering_ids & set(flagged_ids)) / len(laundering_ids)
@@ -855,9 +1014,17 @@ class RunPaths:
     @classmethod
     def under(cls, out_dir: str | Path) -> RunPaths:
         out = Path(out_dir)
-        return cls(out, out / "rejects.jsonl", out / "fast_alerts.jsonl", out / "alerts.jsonl",
-                   out / "run_summary.json", out / REPORTS_DIRNAME, out / "drift_scores.jsonl",
-                   out / "drift_alerts.jsonl", out / "deep_path_metrics.prom")
+        return cls(
+            out,
+            out / "rejects.jsonl",
+            out / "fast_alerts.jsonl",
+            out / "alerts.jsonl",
+            out / "run_summary.json",
+            out / REPORTS_DIRNAME,
+            out / "drift_scores.jsonl",
+            out / "drift_alerts.jsonl",
+            out / "deep_path_metrics.prom",
+        )
 
 
 class CountMismatch(RuntimeError):
@@ -867,8 +1034,9 @@ class CountMismatch(RuntimeError):
     Raised after ``rejects.jsonl`` and ``fast_alerts.jsonl`` are written (to look into), before
     the deep path."""
 
-    def __init__(self, records_in: int, processed: int, rejected: int, paths: RunPaths, late: int = 0,
-                 duplicates: int = 0) -> None:
+    def __init__(
+        self, records_in: int, processed: int, rejected: int, paths: RunPaths, late: int = 0, duplicates: int = 0
+    ) -> None:
         gap = records_in - processed - rejected - late - duplicates
         super().__init__(
             f"count check failed: {records_in} in != {processed} processed + {rejected} rejected + {late} late "
@@ -882,8 +1050,9 @@ def check_counts(stream: StreamResult, paths: RunPaths) -> None:
     """Nothing is dropped: every record read was processed, rejected, late or a duplicate, else
     :class:`CountMismatch`."""
     if stream.records_in != stream.processed + len(stream.rejects) + len(stream.late) + stream.duplicates:
-        raise CountMismatch(stream.records_in, stream.processed, len(stream.rejects), paths, len(stream.late),
-                            stream.duplicates)
+        raise CountMismatch(
+            stream.records_in, stream.processed, len(stream.rejects), paths, len(stream.late), stream.duplicates
+        )
 
 
 @dataclass
@@ -965,10 +1134,18 @@ class RunResult:
         }
 
 
-def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path, settings: Settings, *,
-                  max_reports: int | None = None, laundering_ids: Iterable[str] | None = None,
-                  started: float | None = None, progress: ProgressFn | None = None,
-                  development_key: bool = False) -> RunResult:
+def report_stream(
+    stream: StreamResult,
+    data: str | Path,
+    model_dir: str | Path,
+    settings: Settings,
+    *,
+    max_reports: int | None = None,
+    laundering_ids: Iterable[str] | None = None,
+    started: float | None = None,
+    progress: ProgressFn | None = None,
+    development_key: bool = False,
+) -> RunResult:
     """After the stream job: write its rejects and fast-path alerts, check the counts, run the
     deep path (reports under ``out_dir/reports``), write ``alerts.jsonl`` and
     ``run_summary.json``. ``laundering_ids`` default to the file's own labels."""
@@ -987,25 +1164,52 @@ def report_stream(stream: StreamResult, data: str | Path, model_dir: str | Path,
     progress("deep", 0, None)
     input_sha256 = sha256_file(data)
     cases = run_deep_path(
-        stream.candidates, model_dir, settings, input_sha256=input_sha256,
-        reports_dir=paths.reports_dir, max_reports=max_reports,
-        progress=lambda i, n: progress("deep", i, n), development_key=development_key,
-        drift_records=stream.drift_records, metrics_path=paths.deep_path_metrics,
+        stream.candidates,
+        model_dir,
+        settings,
+        input_sha256=input_sha256,
+        reports_dir=paths.reports_dir,
+        max_reports=max_reports,
+        progress=lambda i, n: progress("deep", i, n),
+        development_key=development_key,
+        drift_records=stream.drift_records,
+        metrics_path=paths.deep_path_metrics,
     )
-    write_json_lines(paths.alerts, (
-        {**c.alert.to_dict(), "reason_codes": [r.to_dict() for r in c.reason_codes], "trace_id": c.trace_id,
-         "input_sha256": input_sha256,
-         "typologies": c.typologies, "report": str(c.report_pdf) if c.report_pdf else None,
-         "report_error": c.report_error, "deep_ms": c.deep_ms, "tier": c.tier} for c in cases))
+    write_json_lines(
+        paths.alerts,
+        (
+            {
+                **c.alert.to_dict(),
+                "reason_codes": [r.to_dict() for r in c.reason_codes],
+                "trace_id": c.trace_id,
+                "input_sha256": input_sha256,
+                "typologies": c.typologies,
+                "report": str(c.report_pdf) if c.report_pdf else None,
+                "report_error": c.report_error,
+                "deep_ms": c.deep_ms,
+                "tier": c.tier,
+            }
+            for c in cases
+        ),
+    )
     result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result
 
 
-def stream_and_report(data: str | Path, model_dir: str | Path, settings: Settings, *,
-                      max_reports: int | None = None, laundering_ids: Iterable[str] | None = None,
-                      kafka: bool = False, cluster: bool = False, started: float | None = None,
-                      progress: ProgressFn | None = None, development_key: bool = False) -> RunResult:
+def stream_and_report(
+    data: str | Path,
+    model_dir: str | Path,
+    settings: Settings,
+    *,
+    max_reports: int | None = None,
+    laundering_ids: Iterable[str] | None = None,
+    kafka: bool = False,
+    cluster: bool = False,
+    started: float | None = None,
+    progress: ProgressFn | None = None,
+    development_key: bool = False,
+) -> RunResult:
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
     :func:`report_stream`. Raises :class:`CountMismatch` when the job's counts do not balance."""
     t0 = time.perf_counter() if started is None else started
@@ -1015,9 +1219,17 @@ def stream_and_report(data: str | Path, model_dir: str | Path, settings: Setting
         stream = run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)
     else:
         stream = run_stream(data, model_dir, settings)
-    return report_stream(stream, data, model_dir, settings, max_reports=max_reports,
-                         laundering_ids=laundering_ids, started=t0, progress=progress,
-                         development_key=development_key)
+    return report_stream(
+        stream,
+        data,
+        model_dir,
+        settings,
+        max_reports=max_reports,
+        laundering_ids=laundering_ids,
+        started=t0,
+        progress=progress,
+        development_key=development_key,
+    )
 
 
 # ---------------------------------------------------------------------------- the demo
@@ -1034,9 +1246,17 @@ class DemoResult:
     run: RunResult
 
 
-def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports: int | None = None,
-         kafka: bool = False, neo4j: bool = False, cluster: bool = False,
-         progress: ProgressFn | None = None) -> DemoResult:
+def demo(
+    settings: Settings,
+    *,
+    accounts: int = 2000,
+    days: int = 3,
+    max_reports: int | None = None,
+    kafka: bool = False,
+    neo4j: bool = False,
+    cluster: bool = False,
+    progress: ProgressFn | None = None,
+) -> DemoResult:
     """The whole flow in ``settings.out_dir`` (recreated): a labelled history (1 % laundering) to
     train on and a live set (0.1 %) to stream; with ``neo4j`` the graph goes to the Neo4j server
     (namespace ``demo`` unless configured, emptied first), with ``kafka`` through demo topics."""
@@ -1046,31 +1266,53 @@ def demo(settings: Settings, *, accounts: int = 2000, days: int = 3, max_reports
     if out.exists():
         shutil.rmtree(out)
     if neo4j:
-        settings = settings.model_copy(update={"graph_url": settings.graph_url or settings.neo4j_uri,
-                                               "graph_namespace": settings.graph_namespace or "demo"})
+        settings = settings.model_copy(
+            update={
+                "graph_url": settings.graph_url or settings.neo4j_uri,
+                "graph_namespace": settings.graph_namespace or "demo",
+            }
+        )
+        from evidence_graph.neo4j_store import Neo4jGraphStore
+
         with open_graph(settings) as store:
+            assert isinstance(store, Neo4jGraphStore), "the Neo4j URL opens the Neo4j store"
             store.drop()  # the demo starts from an empty graph in its namespace
     if kafka:  # demo topics of its own, recreated on each run
-        settings = settings.model_copy(update={f"topic_{t}": f"auditflow-demo.{t}"
-                                               for t in ("transactions", "alerts", "dlq")})
+        settings = settings.model_copy(
+            update={f"topic_{t}": f"auditflow-demo.{t}" for t in ("transactions", "alerts", "dlq")}
+        )
     data_dir = out / DATA_DIRNAME
     progress("generate", 0, None)
-    history = generate(data_dir, name="history", accounts=accounts, days=2 * days, laundering_rate=0.01,
-                       seed=settings.seed)
-    live = generate(data_dir, name="live", accounts=accounts, days=days, laundering_rate=0.001,
-                    seed=settings.seed + 1)
+    history = generate(
+        data_dir, name="history", accounts=accounts, days=2 * days, laundering_rate=0.01, seed=settings.seed
+    )
+    live = generate(data_dir, name="live", accounts=accounts, days=days, laundering_rate=0.001, seed=settings.seed + 1)
     progress("train", 0, None)
     training = train(history.transactions, out / MODEL_DIRNAME, settings)
     if settings.drift_reference is None:  # drift of the live set against the history's second half
         progress("reference", 0, None)
         events, _ = read_events(history.transactions, settings)
         times = sorted(ev.timestamp for ev in events)
-        ref = build_reference(history.transactions, out / MODEL_DIRNAME, settings, times[len(times) // 2],
-                              times[-1] + timedelta(minutes=1))
+        ref = build_reference(
+            history.transactions,
+            out / MODEL_DIRNAME,
+            settings,
+            times[len(times) // 2],
+            times[-1] + timedelta(minutes=1),
+        )
         settings = settings.model_copy(update={"drift_reference": ref.path})
-    run = stream_and_report(live.transactions, out / MODEL_DIRNAME, settings, max_reports=max_reports,
-                            laundering_ids=live.laundering_ids, kafka=kafka, cluster=cluster, started=t0,
-                            progress=progress, development_key=True)  # the demo may sign with the dev key
+    run = stream_and_report(
+        live.transactions,
+        out / MODEL_DIRNAME,
+        settings,
+        max_reports=max_reports,
+        laundering_ids=live.laundering_ids,
+        kafka=kafka,
+        cluster=cluster,
+        started=t0,
+        progress=progress,
+        development_key=True,
+    )  # the demo may sign with the dev key
     return DemoResult(settings, history, live, training, run)
 
 
@@ -1091,9 +1333,16 @@ class ReferenceResult:
     segments: dict[str, list[str]]
 
 
-def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Settings, start: datetime, end: datetime,
-                    *, out_dir: str | Path | None = None,
-                    segment_features: Sequence[str] | None = None) -> ReferenceResult:
+def build_reference(
+    csv_path: str | Path,
+    model_dir: str | Path,
+    settings: Settings,
+    start: datetime,
+    end: datetime,
+    *,
+    out_dir: str | Path | None = None,
+    segment_features: Sequence[str] | None = None,
+) -> ReferenceResult:
     """``auditflow reference build``: the drift reference of the scoring inputs and the score over
     the events of ``csv_path`` with ``start <= time < end`` (their features computed with the
     whole file before them, as the stream job would, and scored by the model's fast path:
@@ -1109,9 +1358,17 @@ def build_reference(csv_path: str | Path, model_dir: str | Path, settings: Setti
     if not picked:
         raise ValueError(f"no events of {csv_path} between {start} and {end}")
     profile = reference_profile(
-        picked, model_dir, segment_features=DEFAULT_SEGMENT_FEATURES if segment_features is None else segment_features,
-        source={"file": Path(csv_path).name, "sha256": sha256_file(csv_path), "from": start.isoformat(),
-                "to": end.isoformat()})
+        picked,
+        model_dir,
+        segment_features=DEFAULT_SEGMENT_FEATURES if segment_features is None else segment_features,
+        source={
+            "file": Path(csv_path).name,
+            "sha256": sha256_file(csv_path),
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+        },
+    )
     path = write_reference(profile, Path(out_dir) if out_dir is not None else settings.out_dir / DRIFT_DIRNAME)
-    return ReferenceResult(path, profile.reference_id, profile.model_version, profile.n, profile.features,
-                           profile.segments)
+    return ReferenceResult(
+        path, profile.reference_id, profile.model_version, profile.n, profile.features, profile.segments
+    )

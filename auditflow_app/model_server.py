@@ -20,5 +20,10 @@ def model_app(settings: Settings) -> Any:
     cascade = Cascade.load(settings.model_dir or settings.out_dir / MODEL_DIRNAME)
     policy = tier_policy(settings, cascade.alert_threshold)
     routers = hosted_routers(narrator_device=settings.narrator_device, narrator_threads=settings.narrator_threads)
-    return create_app(CascadeScorer(cascade, policy), batch_max=settings.model_batch_max,
-                      batch_wait_ms=settings.model_batch_wait_ms, targets_ms=dict(policy.targets_ms), routers=routers)
+    return create_app(
+        CascadeScorer(cascade, policy),
+        batch_max=settings.model_batch_max,
+        batch_wait_ms=settings.model_batch_wait_ms,
+        targets_ms=dict(policy.targets_ms),
+        routers=routers,
+    )

@@ -124,8 +124,8 @@ from auditflow.graph_url import BOLT_SCHEMES, graph_backend
 from auditflow.limits import (
     DEFAULT_ALLOWED_LATENESS_MS,
     DEFAULT_EVENT_TIME_WINDOW,
-    DEFAULT_OUT_OF_ORDERNESS_MS,
     DEFAULT_FANOUT_CAP,
+    DEFAULT_OUT_OF_ORDERNESS_MS,
     DEFAULT_TRACE_HORIZON,
     DEFAULT_TYPOLOGY_WINDOW,
     MAX_TRACE_HOPS,
@@ -272,13 +272,16 @@ class Settings(BaseSettings):
         and ``password_file`` (an absolute path), never the password. ``ConfigError`` when the
         password was given only as ``AUDITFLOW_NEO4J_PASSWORD``."""
         if self.neo4j_password_file is not None:
-            return {"user": self.neo4j_user or DEFAULT_NEO4J_USER,
-                    "password_file": str(self.neo4j_password_file.resolve())}
+            return {
+                "user": self.neo4j_user or DEFAULT_NEO4J_USER,
+                "password_file": str(self.neo4j_password_file.resolve()),
+            }
         if self.neo4j_password is not None:
             raise ConfigError(
                 "AUDITFLOW_NEO4J_PASSWORD is set, but the stream job takes the Neo4j password only as a "
                 "file (a password would be pickled into the Flink job graph): write it to a file the "
-                "TaskManagers can read (mode 0600) and set AUDITFLOW_NEO4J_PASSWORD_FILE instead")
+                "TaskManagers can read (mode 0600) and set AUDITFLOW_NEO4J_PASSWORD_FILE instead"
+            )
         return self.neo4j_auth
 
     @property
@@ -303,15 +306,16 @@ class Settings(BaseSettings):
     @property
     def report_schedules(self) -> dict[str, str]:
         """The compliance summaries ``schedule run`` produces: name -> cron (empty ones are off)."""
-        return {name: cron for name, cron in (("daily", self.schedule_daily), ("weekly", self.schedule_weekly))
-                if cron}
+        return {name: cron for name, cron in (("daily", self.schedule_daily), ("weekly", self.schedule_weekly)) if cron}
 
     def analyst_tokens(self) -> tuple[SecretStr, ...]:
         """The analyst API's accepted tokens, read from ``analyst_tokens_file`` (comma-separated
         on one line); ``ConfigError`` without a file (the API never runs unauthenticated)."""
         if self.analyst_tokens_file is None:
-            raise ConfigError("the analyst API needs tokens: write them (comma-separated, one line, mode 0600) "
-                              "to a file and set AUDITFLOW_ANALYST_TOKENS_FILE")
+            raise ConfigError(
+                "the analyst API needs tokens: write them (comma-separated, one line, mode 0600) "
+                "to a file and set AUDITFLOW_ANALYST_TOKENS_FILE"
+            )
         tokens = [t.strip() for t in read_secret_file(self.analyst_tokens_file).split(",") if t.strip()]
         return tuple(SecretStr(t) for t in tokens)
 
@@ -324,4 +328,3 @@ class Settings(BaseSettings):
     def typology_window(self) -> timedelta:
         """How far either side of the alerted transfer typology detection looks."""
         return self.typology_window_minutes * _MINUTE
-
