@@ -5,7 +5,14 @@ feature family is visible.
   amount, currencies differ, self-transfer, round amount, payment format by name) -- the public
   benchmark's no-graph baseline;
 * ``stream``: the stream features (:data:`auditflow.features.MODEL_STREAM_FEATURES`);
-* ``graph``: stream plus graph features (:data:`auditflow.features.GRAPH_FEATURE_NAMES`).
+* ``graph``: stream plus graph features (:data:`auditflow.features.GRAPH_FEATURE_NAMES`);
+
+and, when the field's reference graph features are given (``reference_rows``, e.g. IBM's Graph
+Feature Preprocessor through :mod:`evidence_graph.gfp_features`), two more on the same split:
+
+* ``gfp``: the transfer's own fields plus the reference features -- the public AMLworld recipe
+  (XGBoost on the transaction's fields and GFP features);
+* ``gfp_graph``: everything: stream, graph and reference features.
 
 Each is trained on the first 60% (by time) and its threshold chosen on the next 20% (the best
 minority-class F1 there); then (``refit``, the default) it is trained again with the same
@@ -40,6 +47,8 @@ DEFAULT_ALERT_BUDGET_PER_10K = 20
 #: One set of hyperparameters for every model compared (positives weighted 10x).
 EVAL_PARAMS = BoosterParams(n_estimators=200, max_depth=6, scale_pos_weight=10.0)
 MODEL_NAMES = ("baseline", "stream", "graph")
+#: The models added when reference graph features are given.
+REFERENCE_MODEL_NAMES = ("gfp", "gfp_graph")
 
 
 @dataclass(frozen=True)
@@ -119,12 +128,17 @@ def evaluate_models(
     split: tuple[float, float, float] = (0.6, 0.2, 0.2),
     graph_descriptions: Mapping[str, str] | None = None,
     refit: bool = True,
+    reference_rows: Sequence[Mapping[str, float]] | None = None,
+    reference_names: Sequence[str] = (),
 ) -> EvaluationReport:
     """Train and measure the three models (module docstring). ``stream_inputs`` are the models'
     stream inputs per event (:func:`auditflow.features.model_inputs`), ``graph_rows`` the graph
-    features per event, both aligned with ``events``."""
+    features per event, both aligned with ``events``; with ``reference_rows`` (columns
+    ``reference_names``, aligned too) also the ``gfp`` and ``gfp_graph`` models."""
     if not (len(events) == len(stream_inputs) == len(graph_rows)):
         raise ValueError("events, stream_inputs and graph_rows must be aligned (same length)")
+    if reference_rows is not None and (len(reference_rows) != len(events) or not reference_names):
+        raise ValueError("reference_rows must be aligned with events and name their columns (reference_names)")
     if budget_per_10k <= 0:
         raise ValueError(f"budget_per_10k must be > 0, got {budget_per_10k}")
     params = params or EVAL_PARAMS
@@ -141,9 +155,15 @@ def evaluate_models(
         "stream": (MODEL_STREAM_FEATURES, S),
         "graph": ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES), np.hstack([S, G])),
     }
+    names_run = MODEL_NAMES
+    if reference_rows is not None:
+        R = feature_matrix(reference_rows, tuple(reference_names))
+        sets["gfp"] = ((*BASELINE_FEATURES, *reference_names), np.hstack([S[:, base_cols], R]))
+        sets["gfp_graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *reference_names), np.hstack([S, G, R]))
+        names_run = MODEL_NAMES + REFERENCE_MODEL_NAMES
     descriptions = {**MODEL_FEATURE_DESCRIPTIONS, **(graph_descriptions or {})}
     out = []
-    for name in MODEL_NAMES:
+    for name in names_run:
         names, X = sets[name]
         model = GradientBoostedScorer(names, params, descriptions=descriptions)
         model.fit(X[parts["train"]], y[parts["train"]], seed=seed)

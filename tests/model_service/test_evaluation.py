@@ -101,3 +101,39 @@ def test_the_measured_model_is_trained_on_train_and_validation_at_the_validation
         base = evaluate_models(events, stream, graph, seed=3, params=SMALL, refit=refit).model("baseline")
         assert base.refit is refit and base.threshold == threshold
         assert base.test_scores.tolist() == model.predict_proba(X[test]).tolist()
+
+
+def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_data):
+    """Given reference graph features (here two columns made up for the test: the sender's
+    transfers so far and a constant), the report adds ``gfp`` (the transfer's own fields + the
+    reference columns) and ``gfp_graph`` (everything), each the model a fit by hand on exactly
+    those columns gives, at its validation threshold."""
+    events, stream, graph = default_data
+    seen_by: dict[str, int] = {}  # by node id
+    reference = []
+    for e in events:
+        reference.append({"ref_sender_so_far": float(seen_by.get(e.sender.node_id, 0)), "ref_constant": 1.0})
+        seen_by[e.sender.node_id] = seen_by.get(e.sender.node_id, 0) + 1
+    names = ("ref_sender_so_far", "ref_constant")
+    report = evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=reference,
+                             reference_names=names)
+    assert [m.name for m in report.models] == ["baseline", "stream", "graph", "gfp", "gfp_graph"]
+    train, validation, test = temporal_split(events)
+    y = np.array([e.is_laundering for e in events], dtype=np.int64)
+    S = feature_matrix(stream, MODEL_STREAM_FEATURES)
+    base = S[:, [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]]
+    R = np.array([[r[n] for n in names] for r in reference])
+    G = feature_matrix(graph, GRAPH_FEATURE_NAMES)
+    for model_name, cols, X in (("gfp", (*BASELINE_FEATURES, *names), np.hstack([base, R])),
+                                ("gfp_graph", (*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *names),
+                                 np.hstack([S, G, R]))):
+        first = GradientBoostedScorer(cols, SMALL).fit(X[train], y[train], seed=3)
+        threshold, _ = best_f1_threshold(first.predict_proba(X[validation]), y[validation])
+        seen = np.concatenate([train, validation])
+        deployed = GradientBoostedScorer(cols, SMALL).fit(X[seen], y[seen], seed=3)
+        m = report.model(model_name)
+        assert m.n_features == len(cols) and m.threshold == threshold
+        assert m.test_scores.tolist() == deployed.predict_proba(X[test]).tolist()
+    with pytest.raises(ValueError, match="reference_rows"):
+        evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=reference[:-1],
+                        reference_names=names)
