@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from auditflow.errors import ConfigError
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow_app import flow, views
 from auditflow_app.settings import Settings
@@ -316,6 +317,37 @@ def _evaluation_table(ev: dict[str, Any]) -> Table:
     return t
 
 
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise _fail(f"--seeds={text!r}: expected whole numbers separated by commas, e.g. 3,5,7", code=2) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise _fail(f"--seeds={text!r}: expected distinct whole numbers separated by commas, e.g. 3,5,7", code=2)
+    return seeds
+
+
+def _multi_evaluation_table(summary: dict[str, Any]) -> Table:
+    """Each model's figures per data set and pooled, as mean +- sd over the seeds (pooled: over
+    the sets' means)."""
+    t = Table(
+        title=f"models per data set, mean +- sd over seeds {', '.join(map(str, summary['seeds']))} (test split)",
+        title_justify="left",
+    )
+    for col in ("Data set", "Model", "F1", "PR-AUC", "Precision @ budget", "Alerts / 10k"):
+        t.add_column(col, justify="left" if col in ("Data set", "Model") else "right")
+    rows = [*summary["per_set"].items(), ("pooled", summary["pooled"])]
+    for name, models in rows:
+        for model, figs in models.items():
+            t.add_row(
+                name,
+                model,
+                *(f"{figs[f]['mean']:.3f} +- {figs[f]['sd']:.3f}" for f in ("f1", "pr_auc", "precision_at_budget")),
+                f"{figs['alerts_per_10k']['mean']:.1f} +- {figs['alerts_per_10k']['sd']:.1f}",
+            )
+    return t
+
+
 # ---------------------------------------------------------------------------- commands
 
 
@@ -397,17 +429,35 @@ def train(
 
 @app.command()
 def evaluate(
-    data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV")],
+    data: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="labelled transactions CSV(s)")],
     out: Annotated[
         Optional[Path], typer.Option(help="where evaluation.json and pr_curve.png go [default: OUT_DIR/evaluation]")
     ] = None,
     seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
+    seeds: Annotated[
+        Optional[str], typer.Option(help="several training seeds, e.g. 3,5,7: figures as mean and sd over them")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the evaluation as JSON")] = False,
 ) -> None:
     """No-graph baseline, stream-features-only and graph-features models on the file's temporal
-    60/20/20 split: minority-class F1, PR-AUC, precision at the alert budget; a PR curve PNG."""
+    60/20/20 split: minority-class F1, PR-AUC, precision at the alert budget; a PR curve PNG.
+    Several files or --seeds: each file and seed evaluated, then the figures per file (mean and
+    sd over the seeds) and pooled over the files."""
     settings = _settings(seed=seed)
-    result = flow.evaluate(data, out or settings.out_dir / "evaluation", settings)
+    target = out or settings.out_dir / "evaluation"
+    if len(data) > 1 or seeds is not None:
+        seed_list = _seed_list(seeds) if seeds is not None else [settings.seed]
+        try:
+            multi = flow.evaluate_sets(data, target, settings, seeds=seed_list)
+        except ConfigError as e:
+            raise _fail(str(e), code=2) from None
+        if as_json:
+            typer.echo(json.dumps(multi.summary(), indent=2, sort_keys=True, default=str))
+            return
+        console.print(_multi_evaluation_table(multi.summary()))
+        console.print(f"written: {multi.json_path}", soft_wrap=True)
+        return
+    result = flow.evaluate(data[0], target, settings)
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2, sort_keys=True, default=str))
         return

@@ -279,6 +279,98 @@ def evaluate(
     return EvaluationResult(report, data.input_sha256, data.rejected, js, png)
 
 
+#: What the multi-set evaluation reports per model, each a mean and a standard deviation.
+EVALUATION_FIGURES = ("f1", "pr_auc", "precision_at_budget", "alerts_per_10k")
+
+
+def evaluation_figures(report: Any) -> dict[str, dict[str, float]]:
+    """Per model of one :class:`~model_service.evaluation.EvaluationReport`: test F1, PR-AUC,
+    precision at the alert budget, and alerts per 10,000 test transfers at its threshold."""
+    n_test = report.split_events["test"]
+    return {
+        m.name: {
+            "f1": m.test.f1,
+            "pr_auc": m.pr_auc,
+            "precision_at_budget": m.precision_at_budget,
+            "alerts_per_10k": 10_000 * m.test.flagged / n_test if n_test else 0.0,
+        }
+        for m in report.models
+    }
+
+
+def _mean_sd(values: Sequence[float]) -> dict[str, float]:
+    import statistics
+
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+@dataclass(frozen=True)
+class MultiEvaluation:
+    """``auditflow evaluate`` over several data sets and seeds: one evaluation per set and seed
+    (each with its own files), the figures per set (mean and sd over the seeds) and pooled (mean
+    and sd over the sets' means: every set weighs the same, whatever its size)."""
+
+    runs: tuple[tuple[str, int, EvaluationResult], ...]  # (set name, seed, result)
+    json_path: Path
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name for name, _, _ in self.runs))
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(seed for _, seed, _ in self.runs))
+
+    def per_set(self) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+        """set -> model -> figure -> {mean, sd} over the seeds."""
+        out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+        for name in self.sets:
+            figs = [evaluation_figures(r.report) for n, _, r in self.runs if n == name]
+            out[name] = {
+                model: {f: _mean_sd([fig[model][f] for fig in figs]) for f in EVALUATION_FIGURES} for model in figs[0]
+            }
+        return out
+
+    def pooled(self) -> dict[str, dict[str, dict[str, float]]]:
+        """model -> figure -> {mean, sd} over the sets' means."""
+        per = self.per_set()
+        models = next(iter(per.values())).keys()
+        return {m: {f: _mean_sd([per[s][m][f]["mean"] for s in per]) for f in EVALUATION_FIGURES} for m in models}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sets": list(self.sets),
+            "seeds": list(self.seeds),
+            "per_set": self.per_set(),
+            "pooled": self.pooled(),
+            "runs": [{"set": n, "seed": s, "json": str(r.json_path)} for n, s, r in self.runs],
+        }
+
+
+def evaluate_sets(
+    csv_paths: Sequence[str | Path], out_dir: str | Path, settings: Settings, *, seeds: Sequence[int]
+) -> MultiEvaluation:
+    """:func:`evaluate` of every file with every seed (the features of a file computed once), each
+    into ``out_dir/<file stem>/seed-<seed>/``; the per-set and pooled figures into
+    ``out_dir/evaluation_summary.json``. Two files with the same stem are refused."""
+    stems = [Path(p).stem for p in csv_paths]
+    if len(set(stems)) != len(stems):
+        raise ConfigError(f"evaluate: two data sets share a file name: {sorted(stems)}")
+    if not seeds:
+        raise ConfigError("evaluate: no seed given")
+    out = Path(out_dir)
+    runs = []
+    for path, stem in zip(csv_paths, stems, strict=True):
+        data = prepare_data(path, settings)
+        for seed in seeds:
+            res = evaluate(path, out / stem / f"seed-{seed}", settings.model_copy(update={"seed": seed}), data=data)
+            runs.append((stem, int(seed), res))
+    multi = MultiEvaluation(tuple(runs), out / "evaluation_summary.json")
+    out.mkdir(parents=True, exist_ok=True)
+    multi.json_path.write_text(json.dumps(multi.summary(), indent=2, sort_keys=True) + "\n")
+    return multi
+
+
 def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> dict[str, Any]:
     """Train the cascade on a labelled transactions file (temporal 60/20/20 split), with the
     side-by-side evaluation of the same split (:func:`evaluate`) in its report; the cascade is
