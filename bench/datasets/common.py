@@ -25,20 +25,10 @@ from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 
-#: The AMLworld transactions header (``Account`` twice: sender, then receiver).
-HEADER = (
-    "Timestamp",
-    "From Bank",
-    "Account",
-    "To Bank",
-    "Account",
-    "Amount Received",
-    "Receiving Currency",
-    "Amount Paid",
-    "Payment Currency",
-    "Payment Format",
-    "Is Laundering",
-)
+from ingest.amlworld import HEADER as AMLWORLD_HEADER
+
+#: The AMLworld transactions header (``Account`` twice: sender, then receiver): the product's own.
+HEADER = AMLWORLD_HEADER
 #: Neither source has currencies; their amounts are read as US dollars.
 CURRENCY = "US Dollar"
 #: The eight AMLworld typology labels, as the answer key spells them.
