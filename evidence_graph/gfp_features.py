@@ -67,11 +67,15 @@ window is exact. Times are seconds from the first event's minute plus 60: GFP tr
 specially (in our probes a transfer at 0 hid the temporal cycles passing through its payer).
 Accounts (``BANK/ACCOUNT``) get dense vertex ids from 2 in order of first appearance.
 
-**Cost** (2-core machine, one event per call, ``threads=1``; ``generate(accounts=2000, days=10,
-seed=7)``, 90k events): see :data:`GFP_PATTERNS` for the measured rates and why the defaults
-stop where they do. GFP's own threads parallelise within a call: with one event per call a
-second thread bought nothing, and with another process busy on the second core it made a run
-~17 times slower (threads spinning), so the default is ``threads=1``.
+**Cost** (this 2-core machine, defaults): ``generate(accounts=2000, days=3, seed=7)``, 27k
+events, in 16 s (1.7k events/s; :func:`~evidence_graph.graph_features.graph_feature_rows`:
+64 s, 420 events/s); ``days=11``, 99k events, in 66 s (1.5k events/s; ``graph_feature_rows``:
+648 s, 150 events/s). The rows as dicts are the memory: 171 floats a row (use
+:func:`gfp_feature_matrix` for large sets). :data:`GFP_PATTERNS`
+has the rates per family and window, and why the defaults stop where they do. GFP's own
+threads parallelise within a call: with one event per call a second thread bought nothing, and
+with another process busy on the second core it made a run ~17 times slower (its threads
+wait spinning), so the default is ``threads=1``.
 
 >>> from evidence_graph.testing import tx
 >>> rows = gfp_feature_rows([tx("a", "A", "B", 0), tx("b", "B", "C", 1), tx("c", "C", "A", 2)],
