@@ -336,13 +336,32 @@ def _gfp_params(seconds: int, families: Sequence[str], bins: Mapping[str, Sequen
     return params
 
 
+def _graph_feature_preprocessor() -> Any:
+    """snapml's class, imported with the process's floating-point state kept: loading snapml's
+    library sets flush-to-zero (it is built with fast-math), which would turn every subnormal
+    result in this process -- SHAP values, drift metrics -- into 0. The state (x87 and SSE control
+    words: rounding, exception masks, FTZ/DAZ) is saved before the import and put back after it
+    (C's ``fegetenv`` / ``fesetenv``)."""
+    import ctypes
+    import ctypes.util
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    env = ctypes.create_string_buffer(256)  # fenv_t is 32 bytes on x86-64, less elsewhere
+    saved = libm.fegetenv(env) == 0
+    try:
+        with warnings.catch_warnings():  # snapml 1.17.2 reads numpy.core, deprecated in numpy 2
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from snapml import GraphFeaturePreprocessor
+    finally:
+        if saved:
+            libm.fesetenv(env)
+    return GraphFeaturePreprocessor
+
+
 def _run_window(x: np.ndarray, params: Mapping[str, Any], width: int, batch_size: int) -> np.ndarray:
     """Every edge's row from one GFP, fed in order: per minute a clock edge, then the minute's
     edges in calls of at most ``batch_size``."""
-    with warnings.catch_warnings():  # snapml 1.17.2 reads numpy.core, deprecated in numpy 2
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from snapml import GraphFeaturePreprocessor
-
+    GraphFeaturePreprocessor = _graph_feature_preprocessor()
     gfp = GraphFeaturePreprocessor()
     gfp.set_params(dict(params))
     n = len(x)

@@ -454,3 +454,13 @@ def test_bad_arguments(kwargs) -> None:
 def test_events_out_of_time_order() -> None:
     with pytest.raises(ValueError, match="time order"):
         gfp_feature_rows(events_of([("A", "B", 5), ("B", "C", 4)]))
+
+
+def test_using_gfp_keeps_subnormal_floats():
+    """snapml's library is built with fast-math, whose loading sets flush-to-zero for the whole
+    process; the adapter puts the floating-point state back, so subnormal results stay nonzero
+    (SHAP values and drift metrics computed in the same process depend on it)."""
+    smallest_normal = 2.2250738585072014e-308
+    gfp_feature_rows([tx("a", "A", "B", 0), tx("b", "B", "A", 1)], windows=(("1h", 3600),), patterns=("fan",))
+    assert smallest_normal / 2 > 0
+    assert float(np.float64(smallest_normal) / 4) > 0
