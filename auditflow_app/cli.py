@@ -1238,8 +1238,6 @@ def drift_show(
 
 def main() -> None:
     """The ``auditflow`` command: the app, a configuration error as one line and exit 2, not a traceback."""
-    from auditflow.errors import ConfigError
-
     try:
         app()
     except ConfigError as e:
