@@ -1,0 +1,162 @@
+"""Typology recall and precision per data set: our generator and third-party AMLworld-format sets.
+
+    python bench/typologies.py            # every set below
+    python bench/typologies.py --quick    # our generator (seed 3) and the quick AMLSim sets
+    python bench/typologies.py --sets amlsim-days-quick-s3,ours-default
+
+Each set is scored by :func:`evidence_graph.evaluation.score_typologies`: detection from every
+member of every answer-key instance and from background accounts, findings pooled, one per
+instance; per typology recall and precision. The detectors never see the answer key.
+
+Sets
+    * ``ours-default`` / ``ours-slow``: :func:`ingest.synthetic.generate` with the ``default``
+      profile (attempts over hours to a day or two; 800 accounts, 12 days, scored over the last
+      five) and the ``slow`` one (days to weeks; 500 accounts, 40 days, scored over the last 26),
+      over seeds 3, 5 and 7 (``--quick``: seed 3). Background: the generator's legitimate
+      look-alikes (payrolls, shops, rents, households sharing payees, exchanges, merchants,
+      payroll processors).
+    * ``amlsim-*``: IBM AMLSim runs converted by ``bench/datasets/build.py`` (cached under
+      ``.cache/datasets``; a set not there is skipped and said so). Scored over everything after
+      the first 35 days (history for the members' habits; an attempt that began before is
+      unscored). Background: :data:`BACKGROUND` accounts drawn with a seeded RNG among those in no
+      attempt. AMLSim at this commit plants no bipartite or stack (bench/datasets/README.md).
+
+A set's figure per typology is the mean over its seeds; its ``recall`` / ``precision`` is the mean
+over the typologies it plants (precision: over those it plants or that were reported). Last line:
+``typologies recall_min=... precision_min=... sets=N`` (min over sets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from auditflow.typologies import TYPOLOGIES, from_amlworld_label  # noqa: E402
+from evidence_graph import NetworkxGraphStore  # noqa: E402
+from evidence_graph.evaluation import Instance, TypologyScore, score_typologies  # noqa: E402
+
+DATASETS = ROOT / ".cache" / "datasets"
+AMLSIM_QUICK = ("amlsim-days-quick-s3", "amlsim-weeks-quick-s3")
+AMLSIM_FULL = tuple(f"amlsim-{c}-s{s}" for c in ("days", "weeks") for s in (3, 5, 7))
+#: Background accounts queried per third-party set (besides every answer-key member).
+BACKGROUND = 300
+#: History before the scored window of a third-party set.
+HISTORY = timedelta(days=35)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_amlworld(name: str):
+    """(events, instances, unscored, window, background) of a converted set; None if absent."""
+    from ingest.amlworld import format_row, read_patterns, read_transactions, row_key
+
+    base = DATASETS / name / name
+    trans, patterns = Path(f"{base}_Trans.csv"), Path(f"{base}_Patterns.txt")
+    if not trans.exists() or not patterns.exists():
+        return None
+    events = [e for e in read_transactions(trans) if hasattr(e, "event_id")]
+    by_key = {row_key(format_row(e)): e for e in events if e.is_laundering}
+    start = events[0].timestamp.replace(hour=0, minute=0) + HISTORY
+    instances: list[Instance] = []
+    unscored: list[Instance] = []
+    for a in read_patterns(patterns):
+        evs = sorted((by_key[row_key(r)] for r in a.rows), key=lambda e: (e.timestamp, e.event_id))
+        members = tuple(sorted({x for e in evs for x in (e.sender.node_id, e.receiver.node_id)}))
+        inst = (from_amlworld_label(a.typology), frozenset(e.event_id for e in evs), members)
+        (instances if evs[0].timestamp >= start else unscored).append(inst)
+    in_attempts = {m for _, _, ms in (*instances, *unscored) for m in ms}
+    others = sorted({x for e in events for x in (e.sender.node_id, e.receiver.node_id)} - in_attempts)
+    background = random.Random(f"{name}:background").sample(others, min(BACKGROUND, len(others)))
+    return events, instances, unscored, (start, events[-1].timestamp), background
+
+
+def load_ours(profile: str, seed: int):
+    from ingest.synthetic import generate
+
+    if profile == "slow":
+        ds = generate(accounts=500, days=40, laundering_rate=0.015, seed=seed, profile="slow")
+        history = timedelta(days=14)
+    else:
+        ds = generate(accounts=800, days=12, laundering_rate=0.015, seed=seed)
+        history = timedelta(days=7)
+    start = ds.events[0].timestamp.replace(hour=0, minute=0) + history
+    planted = ds.planted(start)
+    return ds.events, list(planted), planted.unscored, (start, ds.events[-1].timestamp), [
+        r.node_id for r in ds.lookalikes()]
+
+
+def score_set(events, instances, unscored, window: tuple[datetime, datetime], background) -> dict[str, TypologyScore]:
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    return score_typologies(store, instances, background, window, unscored=unscored)
+
+
+def summary(scores: dict[str, TypologyScore]) -> tuple[float, float]:
+    """(mean recall over the typologies planted, mean precision over those planted or reported)."""
+    planted = [s for s in scores.values() if s.planted]
+    judged = [s for s in scores.values() if s.planted or s.findings]
+    recall = statistics.mean(s.recall for s in planted) if planted else 1.0
+    precision = statistics.mean(s.precision for s in judged) if judged else 1.0
+    return recall, precision
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sets", default=None, help="comma-separated set names (ours-default, ours-slow, amlsim-...)")
+    args = ap.parse_args(argv)
+    seeds = (3,) if args.quick else (3, 5, 7)
+    names = (["ours-default", "ours-slow", *(AMLSIM_QUICK if args.quick else AMLSIM_FULL)]
+             if args.sets is None else args.sets.split(","))
+    results: dict[str, list[dict[str, TypologyScore]]] = {}
+    for name in names:
+        runs = []
+        for seed in seeds if name.startswith("ours-") else (None,):
+            t0 = time.perf_counter()
+            got = load_ours(name.removeprefix("ours-"), seed) if seed is not None else load_amlworld(name)
+            if got is None:
+                log(f"[{name}] not built (bench/datasets/build.py): skipped")
+                continue
+            events, instances, unscored, window, background = got
+            runs.append(score_set(events, instances, unscored, window, background))
+            log(f"[{name}{'' if seed is None else f' seed {seed}'}] {len(events):,} events, "
+                f"{len(instances)} instances, {len(background)} background accounts "
+                f"({time.perf_counter() - t0:.0f} s)")
+        if runs:
+            results[name] = runs
+
+    per_set: dict[str, tuple[float, float]] = {}
+    print(f"{'set':<24} {'typology':<15} {'planted':>7} {'recall':>6} {'found':>6} {'precision':>9}")
+    for name, runs in results.items():
+        for t in TYPOLOGIES:
+            planted = sum(r[t].planted for r in runs)
+            found = sum(r[t].findings for r in runs)
+            if not planted and not found:
+                continue
+            rec = statistics.mean(r[t].recall for r in runs if r[t].planted) if planted else float("nan")
+            prec = statistics.mean(r[t].precision for r in runs if r[t].findings or r[t].planted)
+            print(f"{name:<24} {t:<15} {planted:7d} {rec:6.2f} {found:6d} {prec:9.2f}")
+        pairs = [summary(r) for r in runs]
+        per_set[name] = (statistics.mean(p[0] for p in pairs), statistics.mean(p[1] for p in pairs))
+        print(f"{name:<24} {'(mean)':<15} {'':>7} {per_set[name][0]:6.2f} {'':>6} {per_set[name][1]:9.2f}")
+    if not per_set:
+        print("typologies recall_min=na precision_min=na sets=0")
+        return 1
+    print(f"typologies recall_min={min(r for r, _ in per_set.values()):.2f} "
+          f"precision_min={min(p for _, p in per_set.values()):.2f} sets={len(per_set)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
