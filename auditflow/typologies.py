@@ -45,10 +45,15 @@ PASSED_ON_TOLERANCE = MAX_FEE / (1 - MAX_FEE)
 HOP_HORIZON = timedelta(hours=24)
 #: Parts of one split sum lie within this factor of each other.
 SPLIT_RATIO = 3.0
-#: Distinct counterparties in the detection window above which an account is a hub, in no shape
-#: (merchants, payroll processors, exchanges). (The temporal search's hub bound counts transfers
+#: Distinct counterparties per :data:`TYPOLOGY_HUB_SPAN` above which an account is a hub, in no
+#: shape (merchants, payroll processors, exchanges): a rate, counted over the detection window (or
+#: the account's own span of transfers without a bounded one) and scaled to that span. A lifetime
+#: count would make every account of a long history a hub (AMLSim: every account has 100 or more
+#: counterparties over two years). (The temporal search's hub bound counts transfers
 #: in one hop's window instead: :data:`auditflow.limits.DEFAULT_HUB_DEGREE`.)
 TYPOLOGY_HUB_DEGREE = 100
+#: The span a hub's rate of counterparties is stated per: a week of everyday life.
+TYPOLOGY_HUB_SPAN = timedelta(days=7)
 
 
 def passes_on(arrived: int, leaves: int) -> bool:

@@ -19,7 +19,8 @@ What every detector shares
       relationship (rent, salary, a supplier, a regular payee), not a layering hop: such
       transfers are left out of every shape.
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
-      :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties in the window
+      :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties per week (a rate
+      over the window, or over the account's own span of transfers without one)
       (merchants, payroll processors, exchanges) take part in no shape; a fan larger
       than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
     * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
@@ -89,6 +90,7 @@ from auditflow.typologies import (
     SPLIT_RATIO,
     TYPOLOGIES,
     TYPOLOGY_HUB_DEGREE,
+    TYPOLOGY_HUB_SPAN,
 )
 from auditflow.typologies import passes_on as _passes_on
 from evidence_graph.follow import Budget, follow_money, pass_through_path
@@ -249,7 +251,13 @@ class _View:
             self._load([node], "out")
             self._load([node], "in")
             outs, ins = self._raw(node, "out"), self._raw(node, "in")
-            hub = node in self._busy or len({e.dst for e in outs} | {e.src for e in ins}) > self.hub_degree
+            parties = len({e.dst for e in outs} | {e.src for e in ins})
+            # a rate: counterparties per TYPOLOGY_HUB_SPAN over the window (or the account's own
+            # span of transfers without a bounded one), not a lifetime count
+            first = self.start or min((e.timestamp for e in (*outs[:1], *ins[:1])), default=None)
+            last = self.end or max((e.timestamp for e in (*outs[-1:], *ins[-1:])), default=None)
+            span = TYPOLOGY_HUB_SPAN if first is None or last is None else max(last - first, timedelta(days=1))
+            hub = node in self._busy or parties * (TYPOLOGY_HUB_SPAN / span) > self.hub_degree
             self._hub[node] = hub
         return hub
 
@@ -819,6 +827,17 @@ def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
 #: gather-scatter inside a stack is one of its layers.
 _SPECIFICITY = {"random": 0, "fan-out": 1, "fan-in": 1, "cycle": 2, "scatter-gather": 2,
                 "gather-scatter": 2, "bipartite": 2, "stack": 3}
+
+
+def findings_of_transfer(matches: Iterable[TypologyMatch], event_id: str) -> list[TypologyMatch]:
+    """The findings the transfer ``event_id`` is a member of: what an alert on that transfer is
+    shown (a shape around its account that its own transfer takes no part in is not its evidence).
+
+    >>> m = TypologyMatch("cycle", ("A", "B", "C"), ("e1", "e2", "e3"), "")
+    >>> [x.typology for x in findings_of_transfer([m], "e2")], findings_of_transfer([m], "e9")
+    (['cycle'], [])
+    """
+    return [m for m in matches if event_id in m.event_ids]
 
 
 def _edge(view: _View, event_id: str) -> GraphEdge:

@@ -439,3 +439,31 @@ def test_findings_inside_an_instance_only_partly_in_view_are_not_scored() -> Non
     assert hidden["cycle"].findings == 0
     scored = score_typologies(store, [("cycle", ids, members)], [], window)
     assert (scored["cycle"].recall, scored["cycle"].precision) == (1.0, 1.0)
+
+
+def test_a_hub_is_judged_by_its_rate_of_counterparties_not_its_lifetime_count() -> None:
+    # C has paid 150 different people over 300 days (one every two days: no hub); without a
+    # window its whole history is looked at, and its cycle is still found. 150 more in the
+    # window's six days make it a hub there (a rate over the whole history would not: the rate
+    # is an average over the span examined)
+    events = [*everyday("ABCD"), *cycle_events("ABCD")]
+    slow = [move(f"s{i}", "C", f"X{i}", -300 * DAY + 2 * DAY * i, 40) for i in range(150)]
+    store = NetworkxGraphStore()
+    store.add_transactions([*events, *slow])
+    found = detect_typologies(store, acct("C"))
+    assert [m.event_ids for m in found if m.typology == "cycle"] == [tuple(f"cy{i}" for i in range(4))]
+    busy = [move(f"b{i}", "C", f"Y{i}", 3000 + i, 40) for i in range(150)]
+    store.add_transactions(busy)
+    assert detect_typologies(store, acct("C"), (T0, T0 + timedelta(days=6))) == []
+
+
+def test_an_alert_is_shown_the_findings_its_own_transfer_is_a_member_of() -> None:
+    from evidence_graph.typologies import findings_of_transfer
+
+    events = [*everyday(["H", "A", "B", "C", *(f"L{i}" for i in range(6))]), *fan_out_events(),
+              *cycle_events(["H", "A", "B", "C"])]
+    found = detect(events, "H")
+    assert names(found) == ["fan-out", "cycle"]
+    assert names(findings_of_transfer(found, "cy2")) == ["cycle"]  # the cycle's own transfer B -> C
+    assert names(findings_of_transfer(found, "fo3")) == ["fan-out"]
+    assert findings_of_transfer(found, "day-H-0") == []  # H's grocery: in no shape
