@@ -288,7 +288,7 @@ def _training_tables(report: dict[str, Any], model_dir: Path) -> list[Table]:
 
 
 def _evaluation_table(ev: dict[str, Any]) -> Table:
-    """The three models of :func:`auditflow_app.flow.evaluate` side by side (test split)."""
+    """The models of :func:`auditflow_app.flow.evaluate` side by side (test split)."""
     budget = ev["budget_per_10k"]
     t = Table(
         title=f"feature families side by side (test split; lift = F1 graph / F1 baseline = {ev['lift']:.2f})"
@@ -302,6 +302,9 @@ def _evaluation_table(ev: dict[str, Any]) -> Table:
         "baseline": "no graph (transfer's own fields)",
         "stream": "stream features only",
         "graph": "stream + graph features",
+        "gfp": "GFP reference (own fields + GFP)",
+        "gfp_stream": "stream + GFP",
+        "gfp_graph": "stream + graph + GFP",
     }
     for name, m in ev["models"].items():
         t.add_row(

@@ -211,23 +211,31 @@ def generate(
 @dataclass(frozen=True)
 class PreparedData:
     """A labelled file as the models see it: events in time order, stream features, graph features
-    as of each event (from the full graph: no feature sees its own minute or later)."""
+    as of each event (from the full graph: no feature sees its own minute or later), and the field's
+    reference graph features (IBM's GFP, :mod:`evidence_graph.gfp_features`: ``reference``, one row
+    per event, columns ``reference_names``; fed in event order, no look-ahead)."""
 
     events: list[TransactionEvent]
     rejected: int
     with_features: list[tuple[TransactionEvent, dict[str, float]]]
     graph_rows: list[Mapping[str, float]]
     input_sha256: str
+    reference_names: tuple[str, ...] = ()
+    reference: Any = None  # numpy array (events x reference_names) or None
 
 
-def prepare_data(csv_path: str | Path, settings: Settings) -> PreparedData:
+def prepare_data(csv_path: str | Path, settings: Settings, *, reference: bool = True) -> PreparedData:
+    from evidence_graph.gfp_features import gfp_feature_matrix
     from evidence_graph.graph_features import graph_feature_rows
     from pipelines.features import compute_features
 
     events, rejects = read_events(csv_path, settings)
     with_features = compute_features(events)
     ordered = [ev for ev, _ in with_features]
-    return PreparedData(ordered, len(rejects), with_features, graph_feature_rows(ordered), sha256_file(csv_path))
+    names, matrix = gfp_feature_matrix(ordered) if reference else ((), None)
+    return PreparedData(
+        ordered, len(rejects), with_features, graph_feature_rows(ordered), sha256_file(csv_path), names, matrix
+    )
 
 
 @dataclass(frozen=True)
@@ -260,20 +268,26 @@ def _write_evaluation(out_dir: Path, report, data: PreparedData) -> tuple[Path, 
 def evaluate(
     csv_path: str | Path, out_dir: str | Path, settings: Settings, *, data: PreparedData | None = None
 ) -> EvaluationResult:
-    """The no-graph baseline, the stream-features-only model and the model with graph features on
-    the file's temporal 60/20/20 split (:mod:`model_service.evaluation`); writes
-    ``evaluation.json`` and ``pr_curve.png`` into ``out_dir``."""
+    """The no-graph baseline, the stream-features-only model, the model with graph features and,
+    where ``data`` has them (:func:`prepare_data` computes them by default), the models with the
+    field's reference graph features (GFP), on the file's temporal 60/20/20 split
+    (:mod:`model_service.evaluation`); writes ``evaluation.json`` and ``pr_curve.png`` into
+    ``out_dir``."""
     from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS, model_inputs
+    from evidence_graph.gfp_features import gfp_feature_descriptions
     from model_service.evaluation import evaluate_models
 
     data = data or prepare_data(csv_path, settings)
+    with_reference = data.reference is not None
     report = evaluate_models(
         data.events,
         [model_inputs(f) for _, f in data.with_features],
         data.graph_rows,
         settings.seed,
         budget_per_10k=settings.alert_budget_per_10k,
-        graph_descriptions=GRAPH_FEATURE_DESCRIPTIONS,
+        graph_descriptions={**GRAPH_FEATURE_DESCRIPTIONS, **(gfp_feature_descriptions() if with_reference else {})},
+        reference_rows=data.reference,
+        reference_names=data.reference_names,
     )
     js, png = _write_evaluation(Path(out_dir), report, data)
     return EvaluationResult(report, data.input_sha256, data.rejected, js, png)
@@ -793,8 +807,9 @@ def narrative_for(settings: Settings, alert: Alert, trace, codes, matches):
 
 def trace_and_typologies(store, alert: Alert, settings: Settings):
     """The deep path's evidence for one alert: its trace over the configured horizon and the
-    typologies matched around it."""
+    typologies matched around it that the alert's own transfer is a member of."""
     from evidence_graph import detect_typologies, trace_evidence
+    from evidence_graph.typologies import findings_of_transfer
 
     t = alert.event.timestamp
     trace = trace_evidence(
@@ -807,7 +822,7 @@ def trace_and_typologies(store, alert: Alert, settings: Settings):
     )
     around = settings.typology_window
     matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
-    return trace, matches
+    return trace, findings_of_transfer(matches, alert.event.event_id)
 
 
 # ---------------------------------------------------------------------------- analyst graph queries

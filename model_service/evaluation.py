@@ -12,6 +12,7 @@ Feature Preprocessor through :mod:`evidence_graph.gfp_features`), two more on th
 
 * ``gfp``: the transfer's own fields plus the reference features -- the public AMLworld recipe
   (XGBoost on the transaction's fields and GFP features);
+* ``gfp_stream``: stream plus reference features (ours without our graph features);
 * ``gfp_graph``: everything: stream, graph and reference features.
 
 Each is trained on the first 60% (by time) and its threshold chosen on the next 20% (the best
@@ -20,10 +21,12 @@ hyperparameters and seed on those first 80% -- the model a bank would deploy use
 transfer before the test period -- and measured once on the last 20% at that threshold:
 minority-class precision, recall and F1, PR-AUC (average precision,
 :func:`sklearn.metrics.average_precision_score`) and precision at a fixed alert budget (the top
-``budget_per_10k`` test events per 10,000 by score).
+``budget_per_10k`` test events per 10,000 by score). As a cascade's first stage would be held to
+it: ``screen_rate``, the share of test events at or above the threshold that kept
+:data:`SCREEN_RECALL` (95%) of validation's laundering, and ``screen_recall``, the test recall there.
 ``lift`` = F1(graph) / F1(baseline). Nothing here reads hour of day or a format code number.
 
-All three use the same hyperparameters (:data:`EVAL_PARAMS`), seed and protocol. The test split
+All use the same hyperparameters (:data:`EVAL_PARAMS`), seed and protocol. The test split
 is read only for the final figures; ``validation_f1`` is the train-only model's, at its threshold.
 """
 
@@ -40,15 +43,17 @@ from sklearn.metrics import average_precision_score, precision_recall_curve
 from auditflow.features import BASELINE_FEATURES, GRAPH_FEATURE_NAMES, MODEL_FEATURE_DESCRIPTIONS, MODEL_STREAM_FEATURES
 from auditflow.records import TransactionEvent
 from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
-from model_service.training import SPLIT_NAMES, BinaryMetrics, best_f1_threshold, temporal_split
+from model_service.training import SPLIT_NAMES, BinaryMetrics, best_f1_threshold, recall_threshold, temporal_split
 
 #: Alerts an investigation team can work, per 10,000 transfers (precision at this budget).
 DEFAULT_ALERT_BUDGET_PER_10K = 20
+#: The recall a first stage (screen) must keep: what a cascade's stage 1 is held to.
+SCREEN_RECALL = 0.95
 #: One set of hyperparameters for every model compared (positives weighted 10x).
 EVAL_PARAMS = BoosterParams(n_estimators=200, max_depth=6, scale_pos_weight=10.0)
 MODEL_NAMES = ("baseline", "stream", "graph")
 #: The models added when reference graph features are given.
-REFERENCE_MODEL_NAMES = ("gfp", "gfp_graph")
+REFERENCE_MODEL_NAMES = ("gfp", "gfp_stream", "gfp_graph")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class ModelEvaluation:
     budget_alerts: int
     digest: str
     curve: tuple[np.ndarray, np.ndarray] = field(repr=False, compare=False)  # test (precision, recall)
+    #: As a first stage (a screen): the share of test events scoring at or above the threshold that
+    #: kept SCREEN_RECALL of validation's laundering, and the test recall there.
+    screen_rate: float = 0.0
+    screen_recall: float = 0.0
     test_scores: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.empty(0))
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,10 +126,20 @@ def precision_at_budget(scores: np.ndarray, labels: np.ndarray, per_10k: float) 
     return float(np.asarray(labels)[top].sum() / k), k
 
 
+def _matrix(rows: Sequence[Mapping[str, float]] | np.ndarray, names: Sequence[str], what: str) -> np.ndarray:
+    """Rows as an ``(n, len(names))`` float64 matrix: dicts stacked in ``names`` order, or an array
+    already in that order (its width checked)."""
+    if isinstance(rows, np.ndarray):
+        if rows.ndim != 2 or rows.shape[1] != len(names):
+            raise ValueError(f"{what} has shape {rows.shape}, expected (events, {len(names)})")
+        return np.asarray(rows, dtype=np.float64)
+    return feature_matrix(rows, names)
+
+
 def evaluate_models(
     events: Sequence[TransactionEvent],
-    stream_inputs: Sequence[Mapping[str, float]],
-    graph_rows: Sequence[Mapping[str, float]],
+    stream_inputs: Sequence[Mapping[str, float]] | np.ndarray,
+    graph_rows: Sequence[Mapping[str, float]] | np.ndarray,
     seed: int,
     *,
     budget_per_10k: float = DEFAULT_ALERT_BUDGET_PER_10K,
@@ -128,13 +147,16 @@ def evaluate_models(
     split: tuple[float, float, float] = (0.6, 0.2, 0.2),
     graph_descriptions: Mapping[str, str] | None = None,
     refit: bool = True,
-    reference_rows: Sequence[Mapping[str, float]] | None = None,
+    reference_rows: Sequence[Mapping[str, float]] | np.ndarray | None = None,
     reference_names: Sequence[str] = (),
 ) -> EvaluationReport:
     """Train and measure the three models (module docstring). ``stream_inputs`` are the models'
     stream inputs per event (:func:`auditflow.features.model_inputs`), ``graph_rows`` the graph
-    features per event, both aligned with ``events``; with ``reference_rows`` (columns
-    ``reference_names``, aligned too) also the ``gfp`` and ``gfp_graph`` models."""
+    features per event, both aligned with ``events`` (dicts, or arrays in
+    :data:`~auditflow.features.MODEL_STREAM_FEATURES` and :data:`~auditflow.features.GRAPH_FEATURE_NAMES`
+    order); with ``reference_rows`` (columns
+    ``reference_names``, aligned too: dicts, or an ``(n, len(reference_names))`` array) also the
+    ``gfp``, ``gfp_stream`` and ``gfp_graph`` models."""
     if not (len(events) == len(stream_inputs) == len(graph_rows)):
         raise ValueError("events, stream_inputs and graph_rows must be aligned (same length)")
     if reference_rows is not None and (len(reference_rows) != len(events) or not reference_names):
@@ -147,8 +169,8 @@ def evaluate_models(
     for name, idx in parts.items():
         if y[idx].sum() == 0:
             raise ValueError(f"{name} split ({idx.size} events) has no laundering events")
-    S = feature_matrix(stream_inputs, MODEL_STREAM_FEATURES)
-    G = feature_matrix(graph_rows, GRAPH_FEATURE_NAMES)
+    S = _matrix(stream_inputs, MODEL_STREAM_FEATURES, "stream_inputs")
+    G = _matrix(graph_rows, GRAPH_FEATURE_NAMES, "graph_rows")
     base_cols = [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]
     sets = {
         "baseline": (BASELINE_FEATURES, S[:, base_cols]),
@@ -157,8 +179,9 @@ def evaluate_models(
     }
     names_run = MODEL_NAMES
     if reference_rows is not None:
-        R = feature_matrix(reference_rows, tuple(reference_names))
+        R = _matrix(reference_rows, tuple(reference_names), "reference_rows")
         sets["gfp"] = ((*BASELINE_FEATURES, *reference_names), np.hstack([S[:, base_cols], R]))
+        sets["gfp_stream"] = ((*MODEL_STREAM_FEATURES, *reference_names), np.hstack([S, R]))
         sets["gfp_graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *reference_names), np.hstack([S, G, R]))
         names_run = MODEL_NAMES + REFERENCE_MODEL_NAMES
     descriptions = {**MODEL_FEATURE_DESCRIPTIONS, **(graph_descriptions or {})}
@@ -169,6 +192,7 @@ def evaluate_models(
         model.fit(X[parts["train"]], y[parts["train"]], seed=seed)
         va = model.predict_proba(X[parts["validation"]])
         thr, va_f1 = best_f1_threshold(va, y[parts["validation"]])
+        screen_thr = recall_threshold(va, y[parts["validation"]], SCREEN_RECALL)
         if refit:  # the same model trained on every labelled transfer before the test period
             seen = np.concatenate([parts["train"], parts["validation"]])
             model = GradientBoostedScorer(names, params, descriptions=descriptions)
@@ -182,7 +206,9 @@ def evaluate_models(
             name=name, n_features=len(names), threshold=thr, validation_f1=va_f1,
             test=BinaryMetrics.of(te >= thr, y_te), refit=refit,
             pr_auc=float(average_precision_score(y_te, te)),
-            precision_at_budget=p_at, budget_alerts=k, digest=model.digest, curve=(prec, rec), test_scores=te))
+            precision_at_budget=p_at, budget_alerts=k, digest=model.digest, curve=(prec, rec), test_scores=te,
+            screen_rate=float((te >= screen_thr).mean()),
+            screen_recall=float((te[y_te == 1] >= screen_thr).mean())))
     return EvaluationReport(
         seed=int(seed),
         split_events={n: int(i.size) for n, i in parts.items()},

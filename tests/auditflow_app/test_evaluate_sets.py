@@ -56,13 +56,14 @@ def test_several_sets_and_seeds_give_per_set_and_pooled_figures(history, tmp_pat
                 got.setdefault("pr_auc", []).append(m["pr_auc"])
                 got.setdefault("precision_at_budget", []).append(m["precision_at_budget"])
                 got.setdefault("alerts_per_10k", []).append(10_000 * m["test"]["flagged"] / n_test)
-    assert set(figures[first.stem]) == {"baseline", "stream", "graph"}
+    # the field's reference recipe (GFP) and its combinations are in the same run
+    assert set(figures[first.stem]) == {"baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph"}
     for name, models in figures.items():
         for model, figs in models.items():
             for fig, values in figs.items():
                 assert summary["per_set"][name][model][fig]["mean"] == pytest.approx(statistics.fmean(values))
                 assert summary["per_set"][name][model][fig]["sd"] == pytest.approx(statistics.stdev(values))
-    for model in ("baseline", "stream", "graph"):
+    for model in ("baseline", "stream", "graph", "gfp"):
         for fig in ("f1", "pr_auc", "precision_at_budget", "alerts_per_10k"):
             means = [statistics.fmean(figures[name][model][fig]) for name in summary["sets"]]
             assert summary["pooled"][model][fig]["mean"] == pytest.approx(statistics.fmean(means))
@@ -76,7 +77,7 @@ def test_several_sets_and_seeds_give_per_set_and_pooled_figures(history, tmp_pat
     graph_pooled = next(line for line in lines if "pooled" in line and " graph " in line)
     f1 = summary["pooled"]["graph"]["f1"]
     assert f"{f1['mean']:.3f} +- {f1['sd']:.3f}" in graph_pooled
-    assert sum(first.stem in line for line in lines) == 3 and sum(second.stem in line for line in lines) == 3
+    assert sum(first.stem in line for line in lines) == 6 and sum(second.stem in line for line in lines) == 6
 
 
 @pytest.mark.parametrize("seeds", ["3,x", "3,3", ","])

@@ -97,10 +97,18 @@ def test_the_measured_model_is_trained_on_train_and_validation_at_the_validation
     threshold, _ = best_f1_threshold(first.predict_proba(X[validation]), y[validation])
     seen = np.concatenate([train, validation])
     deployed = GradientBoostedScorer(BASELINE_FEATURES, SMALL).fit(X[seen], y[seen], seed=3)
+    # as a screen: the threshold under which 5% of validation's laundering falls (by hand: the
+    # ceil(0.95 P)-th highest validation positive), applied to the measured model's test scores
+    va_pos = sorted(first.predict_proba(X[validation])[y[validation] == 1].tolist(), reverse=True)
+    screen = va_pos[-(-95 * len(va_pos) // 100) - 1]
     for refit, model in ((True, deployed), (False, first)):
         base = evaluate_models(events, stream, graph, seed=3, params=SMALL, refit=refit).model("baseline")
         assert base.refit is refit and base.threshold == threshold
-        assert base.test_scores.tolist() == model.predict_proba(X[test]).tolist()
+        te = model.predict_proba(X[test]).tolist()
+        assert base.test_scores.tolist() == te
+        assert base.screen_rate == sum(s >= screen for s in te) / len(te)
+        pos = [s for s, label in zip(te, y[test].tolist(), strict=True) if label]
+        assert base.screen_recall == sum(s >= screen for s in pos) / len(pos)
 
 
 def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_data):
@@ -117,7 +125,7 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
     names = ("ref_sender_so_far", "ref_constant")
     report = evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=reference,
                              reference_names=names)
-    assert [m.name for m in report.models] == ["baseline", "stream", "graph", "gfp", "gfp_graph"]
+    assert [m.name for m in report.models] == ["baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph"]
     train, validation, test = temporal_split(events)
     y = np.array([e.is_laundering for e in events], dtype=np.int64)
     S = feature_matrix(stream, MODEL_STREAM_FEATURES)
@@ -125,6 +133,7 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
     R = np.array([[r[n] for n in names] for r in reference])
     G = feature_matrix(graph, GRAPH_FEATURE_NAMES)
     for model_name, cols, X in (("gfp", (*BASELINE_FEATURES, *names), np.hstack([base, R])),
+                                ("gfp_stream", (*MODEL_STREAM_FEATURES, *names), np.hstack([S, R])),
                                 ("gfp_graph", (*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *names),
                                  np.hstack([S, G, R]))):
         first = GradientBoostedScorer(cols, SMALL).fit(X[train], y[train], seed=3)
@@ -134,6 +143,10 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
         m = report.model(model_name)
         assert m.n_features == len(cols) and m.threshold == threshold
         assert m.test_scores.tolist() == deployed.predict_proba(X[test]).tolist()
+    as_array = evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=R, reference_names=names)
+    assert [m.test_scores.tolist() for m in as_array.models] == [m.test_scores.tolist() for m in report.models]
     with pytest.raises(ValueError, match="reference_rows"):
         evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=reference[:-1],
                         reference_names=names)
+    with pytest.raises(ValueError, match="reference_rows"):
+        evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=R[:, :1], reference_names=names)
