@@ -385,28 +385,45 @@ def evaluate_sets(
     return multi
 
 
+#: The model ``auditflow train`` deploys, by its name in ``auditflow evaluate``: stream features and
+#: the field's graph features (GFP), one model scoring every event (see :func:`train`).
+DEPLOYED_MODEL = "gfp_stream"
+
+
 def train(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> dict[str, Any]:
-    """Train the cascade on a labelled transactions file (temporal 60/20/20 split), with the
-    side-by-side evaluation of the same split (:func:`evaluate`) in its report; the cascade is
-    recorded in the registry (content-addressed, feature schema, training data hash)."""
-    from evidence_graph import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES
+    """Train the deployed model on a labelled transactions file (temporal 60/20/20 split) and
+    evaluate the file's models side by side (:func:`evaluate`); the deployed model is the one the
+    evaluation measured as :data:`DEPLOYED_MODEL` (same features, parameters, seed and protocol:
+    the same digest, checked here). It scores every event: the cascade's stage 1 passes all
+    (its score stays the stream's fast score) and the model -- stream plus GFP features -- alerts.
+    The cascade is recorded in the registry (content-addressed, feature schema, training data hash)."""
+    from evidence_graph.gfp_features import gfp_feature_descriptions
     from model_service import train_cascade
-    from model_service.evaluation import data_sha256
+    from model_service.evaluation import EVAL_PARAMS, data_sha256
     from model_service.registry import record
 
     data = prepare_data(csv_path, settings)
-    rows = {ev.event_id: g for ev, g in zip(data.events, data.graph_rows, strict=True)}
     cascade, report = train_cascade(
         data.with_features,
-        lambda ev: rows[ev.event_id],
-        GRAPH_FEATURE_NAMES,
-        GRAPH_FEATURE_DESCRIPTIONS,
+        lambda ev: {},  # unused: the matrix below has every row
+        data.reference_names,
+        gfp_feature_descriptions(),
         seed=settings.seed,
+        screen=False,
+        deep_params=EVAL_PARAMS,
+        graph_matrix=data.reference,
     )
     model_dir = Path(model_dir)
     cascade.save(model_dir)
     evaluation = evaluate(csv_path, model_dir, settings, data=data)
+    measured = evaluation.report.model(DEPLOYED_MODEL)
+    if cascade.deep is None or measured.digest != cascade.deep.digest:
+        raise RuntimeError(
+            f"the deployed model is not the one evaluate measured as {DEPLOYED_MODEL!r} "
+            f"({cascade.alert_model.digest} against {measured.digest})"
+        )
     summary = {
+        "deployed_model": DEPLOYED_MODEL,
         "input_sha256": data.input_sha256,
         "rejected": data.rejected,
         **report.to_dict(),
@@ -729,7 +746,8 @@ def run_deep_path(
     )
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
-        explained = explain_alerts(candidates, cascade, lambda ev: graph_features(store, ev))
+        features_fn = deep_graph_features(cascade, candidates, lambda ev: graph_features(store, ev))
+        explained = explain_alerts(candidates, cascade, features_fn)
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
         rank = {t: i for i, t in enumerate(TIERS)}
@@ -769,6 +787,41 @@ def run_deep_path(
 
         write_to_textfile(str(metrics_path), metrics.registry)
     return cases
+
+
+def deep_graph_features(
+    cascade: Any,
+    candidates: Sequence[tuple[TransactionEvent, Mapping[str, float]]],
+    ours: Callable[[TransactionEvent], Mapping[str, float]],
+) -> Callable[[TransactionEvent], dict[str, float]]:
+    """The alerting model's graph features per candidate: ours from the graph (``ours``), and the
+    field's (GFP, ``gfp_*``) computed over the candidates in event order -- which must then be every
+    event (a model that reads GFP scores every event: the cascade's stage 1 passes all, candidate
+    threshold 0; GFP's windows need every transfer, not a screened few)."""
+    from evidence_graph.gfp_features import gfp_feature_matrix
+    from pipelines.features import event_order
+
+    names = cascade.graph_feature_names if cascade.deep is not None else ()
+    gfp = [n for n in names if n.startswith("gfp_")]
+    if not gfp:
+        return (lambda ev: dict(ours(ev))) if names else (lambda ev: {})
+    if cascade.candidate_threshold > 0:
+        raise ConfigError(
+            f"the model reads GFP features, which need every event, but its stage 1 screens events "
+            f"(candidate threshold {cascade.candidate_threshold}); train it with screen=False"
+        )
+    ordered = sorted((ev for ev, _ in candidates), key=event_order)
+    got, matrix = gfp_feature_matrix(ordered)
+    missing = [n for n in gfp if n not in got]
+    if missing:
+        raise ConfigError(f"the model reads GFP features this version does not compute: {missing[:5]}")
+    cols = [got.index(n) for n in gfp]
+    rows = {
+        ev.event_id: dict(zip(gfp, row, strict=True)) for ev, row in zip(ordered, matrix[:, cols].tolist(), strict=True)
+    }
+    if len(gfp) == len(names):
+        return lambda ev: rows[ev.event_id]
+    return lambda ev: {**ours(ev), **rows[ev.event_id]}
 
 
 def check_report_settings(settings: Settings, *, development_key: bool = False) -> None:

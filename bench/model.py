@@ -1,194 +1,259 @@
-"""Model quality and speed: the three feature families side by side, exact SHAP throughput on one
-core, and the model service's latency per batch.
+"""Model quality on every data set, with the field's reference recipe in the same run; exact SHAP
+throughput on one core; the model service's latency per batch.
 
-    python bench/model.py            # 1,600 accounts x 14 days (~100k transfers, ~150 laundering
-                                     # in test), and the slow profile over 21 days (~7 min)
-    python bench/model.py --quick    # 250 accounts x 10 days, the default profile (a smoke run: a
-                                     # dozen laundering transfers in test, its F1 is noise)
-    python bench/model.py --accounts N --days D   # another size for the default profile
+    python bench/model.py                 # every set at seeds 3, 5, 7 (see bench/model_sets.py)
+    python bench/model.py --quick         # the small slices, seed 3 (a smoke run: its F1 is noise)
+    python bench/model.py --sources generator,amlsim-weeks --seeds 3
 
-(a) **Quality**: :func:`ingest.synthetic.generate` (legitimate look-alikes in the background,
-    ``laundering_rate`` 1%), stream features, graph features as of each transfer, then
-    :func:`model_service.evaluation.evaluate_models` on the temporal 60/20/20 split (each model's
-    threshold chosen on validation, the model then trained again on train + validation and measured
-    once on test): minority-class F1 on test with the no-graph baseline (the transfer's own
-    fields), stream features only, and stream + graph features, PR-AUC of the graph model;
-    ``lift`` = F1 graph / F1 baseline. The full run also evaluates the ``slow`` laundering
-    profile (days-to-weeks patterns, other sizes and amounts) and prints it; the last line reports
-    the default profile.
-(b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP (the per-leaf-table
-    kernel of :mod:`model_service.treeshap`; additivity checked for every row) over test rows, one
-    thread (numba and xgboost); ``shap_rows_per_s``. Then both exact kernels (Algorithm 2 and the
-    tables) on the same rows, SHAP only: ``shap_table_speedup``.
-(c) **Service**: ``POST /score`` through FastAPI's in-process client, batches of 100 rows of the
-    test split (stream + graph features, ``explain=alerts``), one at a time after a warm-up; p50
-    and p99 per batch (``service_p99_ms``), on a cascade trained on the same data. Batch by batch
-    beside it, the same scorer embedded (:meth:`CascadeScorer.score` called in process, as the
-    deep path embeds the cascade): ``embedded_p99_ms`` and ``service_over_embedded`` (p50 ratio),
-    what the HTTP round trip and JSON cost on top of the same work.
+The third-party sets come from ``python bench/datasets/build.py --source all --seeds 3,5,7`` (and
+``--quick``); prepared features are cached (``bench/model_sets.py``), so a second run only trains.
 
-Last line: ``model f1_graph=... f1_stream_only=... f1_baseline=... lift=... pr_auc=...
-shap_rows_per_s=... service_p99_ms=... shap_table_speedup=... embedded_p99_ms=...
-service_over_embedded=...``.
+(a) **Quality, per set.** :func:`model_service.evaluation.evaluate_models` on the set's temporal
+    60/20/20 split, each model's threshold chosen on validation, then trained again on train +
+    validation and measured once on test: ``baseline`` (the transfer's own fields), ``stream``,
+    ``graph`` (stream + our graph features), ``gfp`` (the transfer's fields + IBM's Graph Feature
+    Preprocessor: the public AMLworld recipe, our reference), ``gfp_stream`` and ``gfp_graph``.
+    Beside them the **deployed model**: what ``auditflow train`` saves and the stream scores with
+    (:func:`model_service.training.train_cascade` with ``screen=False``, as
+    :func:`auditflow_app.flow.train` calls it), its test F1 and PR-AUC computed here from its
+    scores, whether it is the model evaluate measured (same digest), and its deep-path share where
+    it screens (0: one model scoring every event). Each figure is a mean over the seeds, per source
+    (its sd beside it).
+(b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP over test rows of the
+    first set, one thread; ``shap_rows_per_s``.
+(c) **Service**: ``POST /score`` in batches of 100 beside the same scorer embedded, on the first
+    set's deployed cascade: ``service_p99_ms``, ``embedded_p99_ms``.
+
+Typology recall and precision come from ``bench/typologies.py`` where it exists (its figures on the
+same sources), else ``na``.
+
+Last line: ``model f1_min=... f1_gfp_ref_min=... ratio_to_gfp_min=... lift_min=... pr_auc_min=...
+typology_recall_min=... typology_precision_min=... deep_path_share_max=... shap_rows_per_s=...
+service_p99_ms=... sets=...``: mins (max) over sources of each source's mean over seeds;
+``ratio_to_gfp`` = F1(deployed) / F1(gfp), ``lift`` = F1(deployed) / F1(baseline), per source.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import model_sets  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def _data(accounts: int, days: int, profile: str, seed: int):
-    from auditflow.features import model_inputs
-    from evidence_graph.graph_features import graph_feature_rows
-    from ingest.synthetic import generate
-    from pipelines.features import compute_features
+def _deployed(p, seed: int):
+    """The model ``auditflow train`` deploys from this set (:func:`auditflow_app.flow.train`: the
+    cascade trained with ``screen=False`` on stream + GFP features, one model scoring every event),
+    and its test figures computed here from its own scores (sklearn's metrics, not the training
+    report's)."""
+    from sklearn.metrics import average_precision_score, f1_score
 
-    ds = generate(accounts=accounts, days=days, laundering_rate=0.01, seed=seed, profile=profile)
-    rows = compute_features(ds.events)
-    events = [ev for ev, _ in rows]
-    t0 = time.perf_counter()
-    graph = graph_feature_rows(events)
-    gf_ms = (time.perf_counter() - t0) * 1000 / max(1, len(events))
-    return events, rows, [model_inputs(f) for _, f in rows], graph, gf_ms
+    from auditflow.features import FEATURE_NAMES
+    from evidence_graph.gfp_features import gfp_feature_descriptions
+    from model_service.evaluation import EVAL_PARAMS
+    from model_service.training import temporal_split, train_cascade
+
+    with_features = [(ev, dict(zip(FEATURE_NAMES, row, strict=True))) for ev, row in zip(p.events, p.raw.tolist(),
+                                                                                          strict=True)]
+    cascade, report = train_cascade(with_features, lambda ev: {}, p.reference_names, gfp_feature_descriptions(),
+                                    seed=seed, screen=False, deep_params=EVAL_PARAMS, graph_matrix=p.reference)
+    _, _, te = temporal_split(p.events)
+    y = np.array([p.events[i].is_laundering for i in te.tolist()], dtype=np.int64)
+    passed = cascade.is_candidate(cascade.fast_score_batch(p.raw[te]))
+    scores = np.zeros(len(te))
+    idx = te[passed]
+    if idx.size:
+        scores[passed] = cascade.alert_model.predict_proba(np.hstack([cascade.input_map.matrix(p.raw[idx]),
+                                                                      p.reference[idx]]))
+    flags = passed & (scores >= cascade.alert_threshold)
+    screened = cascade.candidate_threshold > 0  # a cascade that screens: its deep-path share counts
+    return cascade, report, {
+        "f1": float(f1_score(y, flags, zero_division=0)),
+        "pr_auc": float(average_precision_score(y, scores)),
+        "deep_path_share": float(passed.mean()) if screened else 0.0,
+        "stages": 2 if screened else 1,
+        "digest": cascade.alert_model.digest,
+    }
 
 
-def _quality(events, stream, graph, seed):
-    from model_service.evaluation import evaluate_models
-
-    return evaluate_models(events, stream, graph, seed)
+def _mean_sd(xs):
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-def _print_quality(label: str, n: int, gf_ms: float, rep) -> None:
-    print(f"  {label}: {n:,} transfers ({rep.split_positives['test']} laundering in test), "
-          f"graph features {gf_ms:.2f} ms/transfer")
-    for m in rep.models:
-        print(f"    {m.name:<9} F1 {m.test.f1:.3f}  P {m.test.precision:.3f}  R {m.test.recall:.3f}  "
-              f"PR-AUC {m.pr_auc:.3f}  P@{rep.budget_per_10k:g}/10k {m.precision_at_budget:.3f}")
-    print(f"    lift (F1 graph / F1 baseline) {rep.lift:.2f}")
+def _typology_figures(sources, seeds, quick):
+    try:
+        import typologies as typ_bench  # bench/typologies.py
+    except ImportError:
+        return None
+    run = getattr(typ_bench, "figures", None)
+    return run(sources, seeds, quick) if run else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--accounts", type=int, default=None, help="accounts of the default profile's data set")
-    ap.add_argument("--days", type=int, default=None, help="days of the default profile's data set")
+    ap.add_argument("--sources", default=",".join(model_sets.SOURCES))
+    ap.add_argument("--seeds", default=None, help="default 3,5,7 (--quick: 3)")
+    ap.add_argument("--no-typologies", action="store_true", help="leave typology recall and precision out")
     args = ap.parse_args()
     q = args.quick
-    accounts, days = (250, 10) if q else (1600, 14)  # full: enough positives in test for F1 to mean something
-    accounts, days = args.accounts or accounts, args.days or days
-
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    unknown = [s for s in sources if s not in model_sets.SOURCES]
+    if unknown:
+        sys.exit(f"--sources: unknown {unknown}; expected some of {list(model_sets.SOURCES)}")
+    seeds = [int(s) for s in (args.seeds or ("3" if q else "3,5,7")).split(",")]
+    missing = model_sets.missing_sets(sources, seeds, q)
+    if missing:
+        print(f"missing data sets: {', '.join(str(m) for m in missing)}", file=sys.stderr)
+        sys.exit(f"make them with: python bench/datasets/build.py --source all --seeds "
+                 f"{','.join(map(str, seeds))}{' --quick' if q else ''}")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-    events, rows, stream, graph, gf_ms = _data(accounts, days, "default", args.seed)
-    print(f"model ({'quick' if q else 'full'}, seed {args.seed})")
-    rep = _quality(events, stream, graph, args.seed)
-    _print_quality("default profile", len(events), gf_ms, rep)
-    if not q:
-        s_events, _, s_stream, s_graph, s_ms = _data(250, 21, "slow", args.seed + 1)
-        _print_quality("slow profile", len(s_events), s_ms, _quality(s_events, s_stream, s_graph, args.seed))
+    from auditflow_app.flow import DEPLOYED_MODEL
+    from model_service.evaluation import evaluate_models
 
-    # (b) exact SHAP, one core, on the graph model's test rows
+    print(f"model ({'quick' if q else 'full'}; sources {', '.join(sources)}; seeds {seeds})")
+    per: dict[str, dict[str, list[float]]] = {}
+    skipped: list[str] = []
+    mismatched: list[str] = []
+    first = None
+    for source in sources:
+        for seed in seeds:
+            t0 = time.perf_counter()
+            p = model_sets.prepare(source, seed, q)
+            prep_s = time.perf_counter() - t0
+            try:
+                rep = evaluate_models(p.events, p.stream, p.graph, seed, reference_rows=p.reference,
+                                      reference_names=p.reference_names)
+            except ValueError as e:  # a split without laundering (small slices): nothing to measure
+                print(f"  {p.name}: {len(p.events):,} transfers: skipped ({e})")
+                skipped.append(p.name)
+                continue
+            cascade, creport, dep = _deployed(p, seed)
+            if first is None:
+                first = (p, rep, cascade)
+            n_test = rep.split_events["test"]
+            print(f"  {p.name}: {len(p.events):,} transfers, {rep.split_positives['test']} laundering in test of "
+                  f"{n_test:,}; prepared in {prep_s:.0f} s (features: stream {p.seconds['stream']:.0f} s, ours "
+                  f"{p.seconds['graph']:.0f} s, GFP {p.seconds['gfp']:.0f} s when computed)")
+            fig = per.setdefault(source, {})
+            for m in rep.models:
+                print(f"    {m.name:<10} F1 {m.test.f1:.3f}  P {m.test.precision:.3f}  R {m.test.recall:.3f}  "
+                      f"PR-AUC {m.pr_auc:.3f}  P@{rep.budget_per_10k:g}/10k {m.precision_at_budget:.3f}  "
+                      f"screen@95% {m.screen_rate:.3f} (recall {m.screen_recall:.2f})")
+                fig.setdefault(f"{m.name}.f1", []).append(m.test.f1)
+                fig.setdefault(f"{m.name}.pr_auc", []).append(m.pr_auc)
+                fig.setdefault(f"{m.name}.screen_rate", []).append(m.screen_rate)
+            same = dep["digest"] == rep.model(DEPLOYED_MODEL).digest
+            print(f"    deployed   F1 {dep['f1']:.3f}  PR-AUC {dep['pr_auc']:.3f}  {dep['stages']} stage(s), "
+                  f"deep-path share {dep['deep_path_share']:.3f}; the model evaluate measured as "
+                  f"{DEPLOYED_MODEL}: {'yes (same digest)' if same else 'NO'}")
+            if not same:
+                mismatched.append(p.name)
+            for k in ("f1", "pr_auc", "deep_path_share"):
+                fig.setdefault(f"deployed.{k}", []).append(dep[k])
+
+    print("  per source, mean (sd) over seeds:")
+    head_rows = []
+    for source, fig in per.items():
+        m = {k: _mean_sd(v) for k, v in fig.items()}
+        cols = ("baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph", "deployed")
+        print(f"    {source:<17} " + "  ".join(f"{c} {m[c + '.f1'][0]:.3f} ({m[c + '.f1'][1]:.3f})" for c in cols))
+        gfp, base, dep = m["gfp.f1"][0], m["baseline.f1"][0], m["deployed.f1"][0]
+        head_rows.append({
+            "f1": dep, "gfp": gfp, "ratio": dep / gfp if gfp > 0 else float("inf"),
+            "lift": dep / base if base > 0 else float("inf"), "pr_auc": m["deployed.pr_auc"][0],
+            "deep": m["deployed.deep_path_share"][0],
+        })
+
+    # (b) exact SHAP, one core, on the graph model's test rows of the first set
     from auditflow.features import GRAPH_FEATURE_NAMES, MODEL_STREAM_FEATURES
     from model_service.evaluation import EVAL_PARAMS
-    from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
+    from model_service.scorer import BoosterParams, GradientBoostedScorer
     from model_service.training import temporal_split
 
-    tr, _, te = temporal_split(events)
-    y = np.array([ev.is_laundering for ev in events], dtype=np.int64)
+    p, rep, cascade = first
+    tr, _, te = temporal_split(p.events)
+    y = np.array([ev.is_laundering for ev in p.events], dtype=np.int64)
     names = (*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES)
-    X = np.hstack([feature_matrix(stream, MODEL_STREAM_FEATURES), feature_matrix(graph, GRAPH_FEATURE_NAMES)])
+    X = np.hstack([p.stream, p.graph])
     one = BoosterParams(**{**asdict(EVAL_PARAMS), "nthread": 1})
-    model = GradientBoostedScorer(names, one).fit(X[tr], y[tr], seed=args.seed)
+    model = GradientBoostedScorer(names, one).fit(X[tr], y[tr], seed=p.seed)
     Xt = X[te][: 2000 if q else 5000]
     model.explain(Xt[:10])  # compile the TreeSHAP kernel
     t0 = time.perf_counter()
     model.predict_proba(Xt)
     expl = model.explain(Xt)  # additivity is checked for every row inside
-    shap_s = time.perf_counter() - t0
+    shap_rps = len(Xt) / (time.perf_counter() - t0)
     gap = float(np.abs(expl.values.sum(1) + expl.expected_value - expl.margin).max())
-    shap_rps = len(Xt) / shap_s
-    print(f"  exact SHAP + score, one core: {shap_rps:,.0f} rows/s over {len(Xt):,} rows "
+    print(f"  exact SHAP + score, one core ({p.name}): {shap_rps:,.0f} rows/s over {len(Xt):,} rows "
           f"({len(names)} features, {EVAL_PARAMS.n_estimators} trees of depth <= {EVAL_PARAMS.max_depth}); "
           f"max additivity gap {gap:.1e}")
-    # the two exact kernels side by side on the same rows (SHAP only, no scoring)
-    from model_service.treeshap import TreeEnsemble
 
-    ens = TreeEnsemble.from_booster(model.booster)
-    kernel_s = {}
-    for algorithm in ("paths", "tables"):
-        ens.shap_values(Xt[:10], algorithm=algorithm)  # compiled
-        t0 = time.perf_counter()
-        phi, _ = ens.shap_values(Xt, algorithm=algorithm)
-        kernel_s[algorithm] = time.perf_counter() - t0
-        if algorithm == "paths":
-            ref = phi
-    table_speedup = kernel_s["paths"] / kernel_s["tables"]
-    print(f"  TreeSHAP kernels: Algorithm 2 {len(Xt) / kernel_s['paths']:,.0f} rows/s, per-leaf tables "
-          f"{len(Xt) / kernel_s['tables']:,.0f} rows/s ({table_speedup:.2f}x); "
-          f"largest difference {float(np.abs(phi - ref).max()):.1e}")
-
-    # (c) the service, batches of 100
+    # (c) the service, batches of 100, on the first set's deployed cascade
     from fastapi.testclient import TestClient
 
-    from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS
+    from auditflow.features import FEATURE_NAMES
     from model_service.service import CascadeScorer, create_app
-    from model_service.training import train_cascade
 
-    by_id = {ev.event_id: g for ev, g in zip(events, graph)}
-    cascade, report = train_cascade(rows, lambda ev: by_id[ev.event_id], GRAPH_FEATURE_NAMES,
-                                    GRAPH_FEATURE_DESCRIPTIONS, seed=args.seed)
-    print(f"  cascade: {report.stage_choice}")
-    test_rows = [rows[i] for i in te.tolist()]
-    batches = [test_rows[i:i + 100] for i in range(0, len(test_rows) - 99, 100)][: 30 if q else 100]
-    times, embedded = [], []
+    rows = [(p.events[i].event_id, dict(zip(FEATURE_NAMES, p.raw[i].tolist(), strict=True)),
+             dict(zip(p.reference_names, p.reference[i].tolist(), strict=True))) for i in te.tolist()]
+    batches = [rows[i:i + 100] for i in range(0, len(rows) - 99, 100)][: 30 if q else 100]
     scorer = CascadeScorer(cascade)
+    times, embedded = [], []
     with TestClient(create_app(scorer, batch_wait_ms=0.0)) as client:
         def post(batch):
-            body = {"rows": [{"event_id": ev.event_id, "stream": f, "graph": by_id[ev.event_id]} for ev, f in batch]}
+            body = {"rows": [{"event_id": e, "stream": f, "graph": g} for e, f, g in batch]}
             t = time.perf_counter()
             r = client.post("/score", json=body)
             assert r.status_code == 200, r.text
             return (time.perf_counter() - t) * 1000
 
-        def direct(batch):  # the same scorer embedded, as the deep path runs it: no HTTP, no JSON
-            rows_ = [(ev.event_id, f, by_id[ev.event_id]) for ev, f in batch]
+        def direct(batch):
             t = time.perf_counter()
-            scorer.score(rows_, explain="alerts")
+            scorer.score(batch, explain="alerts")
             return (time.perf_counter() - t) * 1000
 
         for b in batches[:3]:
             post(b)
             direct(b)
-        for b in batches:  # side by side, batch by batch
+        for b in batches:
             times.append(post(b))
             embedded.append(direct(b))
-    p50, p99 = float(np.percentile(times, 50)), float(np.percentile(times, 99))
-    e50, e99 = float(np.percentile(embedded, 50)), float(np.percentile(embedded, 99))
-    print(f"  service: {len(times)} batches of 100, p50 {p50:.1f} ms, p99 {p99:.1f} ms; the same scorer "
-          f"embedded: p50 {e50:.1f} ms, p99 {e99:.1f} ms (the service costs {p50 / e50:.1f}x at p50)")
+    p99, e99 = float(np.percentile(times, 99)), float(np.percentile(embedded, 99))
+    print(f"  service: {len(times)} batches of 100, p99 {p99:.1f} ms; embedded p99 {e99:.1f} ms")
 
-    f1 = {m.name: m.test.f1 for m in rep.models}
-    lift = rep.lift
+    typ = None if args.no_typologies else _typology_figures(sources, seeds, q)
+    if typ is not None:
+        print(f"  typologies (bench/typologies.py): {typ}")
+
+    if mismatched:
+        print(f"  the deployed model differs from the evaluated one on {mismatched}")
+
+    def fmt(x, d=3):
+        return "inf" if not np.isfinite(x) else f"{x:.{d}f}"
+
     head = {
-        "f1_graph": f"{f1['graph']:.3f}",
-        "f1_stream_only": f"{f1['stream']:.3f}",
-        "f1_baseline": f"{f1['baseline']:.3f}",
-        "lift": f"{lift:.2f}" if np.isfinite(lift) else "inf",
-        "pr_auc": f"{rep.model('graph').pr_auc:.3f}",
+        "f1_min": fmt(min(r["f1"] for r in head_rows)),
+        "f1_gfp_ref_min": fmt(min(r["gfp"] for r in head_rows)),
+        "ratio_to_gfp_min": fmt(min(r["ratio"] for r in head_rows), 2),
+        "lift_min": fmt(min(r["lift"] for r in head_rows), 2),
+        "pr_auc_min": fmt(min(r["pr_auc"] for r in head_rows)),
+        "typology_recall_min": "na" if typ is None else fmt(typ["recall_min"], 2),
+        "typology_precision_min": "na" if typ is None else fmt(typ["precision_min"], 2),
+        "deep_path_share_max": fmt(max(r["deep"] for r in head_rows)),
         "shap_rows_per_s": f"{shap_rps:.0f}",
         "service_p99_ms": f"{p99:.1f}",
-        "shap_table_speedup": f"{table_speedup:.2f}",
-        "embedded_p99_ms": f"{e99:.1f}",
-        "service_over_embedded": f"{p50 / e50:.2f}",
+        "sets": str(len(sources) * len(seeds) - len(skipped)),
+        "deployed_is_evaluated": "no" if mismatched else "yes",
     }
     print("model " + " ".join(f"{k}={v}" for k, v in head.items()))
 

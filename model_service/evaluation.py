@@ -42,8 +42,8 @@ from sklearn.metrics import average_precision_score, precision_recall_curve
 
 from auditflow.features import BASELINE_FEATURES, GRAPH_FEATURE_NAMES, MODEL_FEATURE_DESCRIPTIONS, MODEL_STREAM_FEATURES
 from auditflow.records import TransactionEvent
-from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
-from model_service.training import SPLIT_NAMES, BinaryMetrics, best_f1_threshold, recall_threshold, temporal_split
+from model_service.scorer import BoosterParams, feature_matrix
+from model_service.training import SPLIT_NAMES, BinaryMetrics, fit_validated, recall_threshold, temporal_split
 
 #: Alerts an investigation team can work, per 10,000 transfers (precision at this budget).
 DEFAULT_ALERT_BUDGET_PER_10K = 20
@@ -188,15 +188,9 @@ def evaluate_models(
     out = []
     for name in names_run:
         names, X = sets[name]
-        model = GradientBoostedScorer(names, params, descriptions=descriptions)
-        model.fit(X[parts["train"]], y[parts["train"]], seed=seed)
-        va = model.predict_proba(X[parts["validation"]])
-        thr, va_f1 = best_f1_threshold(va, y[parts["validation"]])
-        screen_thr = recall_threshold(va, y[parts["validation"]], SCREEN_RECALL)
-        if refit:  # the same model trained on every labelled transfer before the test period
-            seen = np.concatenate([parts["train"], parts["validation"]])
-            model = GradientBoostedScorer(names, params, descriptions=descriptions)
-            model.fit(X[seen], y[seen], seed=seed)
+        fitted = fit_validated(names, X, y, parts, params, seed, descriptions=descriptions, refit=refit)
+        model, thr, va_f1 = fitted.model, fitted.threshold, fitted.validation_f1
+        screen_thr = recall_threshold(fitted.validation_scores, y[parts["validation"]], SCREEN_RECALL)
         te_idx = parts["test"]
         te = model.predict_proba(X[te_idx])
         y_te = y[te_idx]

@@ -135,6 +135,44 @@ class BinaryMetrics:
         return cls(flagged, tp, positives, precision, recall, f1)
 
 
+@dataclass(frozen=True)
+class ValidatedModel:
+    """A model fitted by the evaluation protocol: trained on the training split, its threshold the
+    best F1 on validation, then (``refit``) trained again with the same parameters and seed on
+    training + validation -- every labelled transfer before the test period."""
+
+    model: GradientBoostedScorer
+    threshold: float
+    validation_f1: float
+    validation_scores: np.ndarray  # of the train-only model
+    refit: bool
+
+
+def fit_validated(
+    names: Sequence[str],
+    X: np.ndarray,
+    y: np.ndarray,
+    parts: Mapping[str, np.ndarray],
+    params: BoosterParams,
+    seed: int,
+    *,
+    descriptions: Mapping[str, str] | None = None,
+    refit: bool = True,
+) -> ValidatedModel:
+    """The protocol of :class:`ValidatedModel` on rows ``X`` (columns ``names``), labels ``y`` and
+    the split's index arrays ``parts`` (``train``, ``validation``). ``auditflow evaluate`` measures
+    every model this way and ``auditflow train`` deploys the one it measured this way."""
+    model = GradientBoostedScorer(names, params, descriptions=descriptions)
+    model.fit(X[parts["train"]], y[parts["train"]], seed=seed)
+    va = model.predict_proba(X[parts["validation"]])
+    thr, va_f1 = best_f1_threshold(va, y[parts["validation"]])
+    if refit:
+        seen = np.concatenate([parts["train"], parts["validation"]])
+        model = GradientBoostedScorer(names, params, descriptions=descriptions)
+        model.fit(X[seen], y[seen], seed=seed)
+    return ValidatedModel(model, thr, va_f1, va, refit)
+
+
 # ---------------------------------------------------------------------------- cascade
 
 
@@ -422,6 +460,8 @@ def train_cascade(
     stream_feature_names: Sequence[str] | None = None,
     stream_feature_descriptions: Mapping[str, str] | None = None,
     inputs: str | None = None,
+    screen: bool = True,
+    graph_matrix: np.ndarray | None = None,
 ) -> tuple[Cascade, TrainingReport]:
     """Train stage 1 and stage 2 on a temporal split and choose both thresholds on validation.
 
@@ -429,8 +469,17 @@ def train_cascade(
     :func:`pipelines.features.iter_features`). Without ``stream_feature_names`` the models read the
     stream vector through :data:`~model_service.inputs.MODEL_INPUTS` (no hour of day, the payment
     format by name); with them, as given (``inputs`` overrides). Stage 2 is kept only if the
-    cascade's F1 beats stage 1 alone on validation; otherwise the cascade is one stage. Raises ``ValueError`` naming the split (or the
-    candidate set) that has too few laundering events to fit or to set a threshold.
+    cascade's F1 beats stage 1 alone on validation; otherwise the cascade is one stage. Raises
+    ``ValueError`` naming the split (or the candidate set) that has too few laundering events to fit
+    or to set a threshold.
+
+    ``screen=False``: no screening. Stage 1 passes every event (candidate threshold 0: its score
+    stays the stream's fast score) and the alerting model -- stream plus graph features -- scores
+    every event, fitted by the evaluation protocol (:func:`fit_validated`: trained on train, its
+    threshold the best F1 on validation, trained again on train + validation), so it is the model
+    ``auditflow evaluate`` measures with the same features, parameters and seed (same digest).
+    ``graph_features_fn`` is then called for every event, unless ``graph_matrix`` gives the graph
+    features already, one row per event of ``events_with_features`` (columns ``graph_feature_names``).
     """
     t_start = time.perf_counter()
     if not 0 < candidate_recall <= 1:
@@ -497,6 +546,16 @@ def train_cascade(
         )
         for name in SPLIT_NAMES
     )
+
+    if not screen:
+        if graph_matrix is not None and graph_matrix.shape != (len(events), len(graph_names)):
+            raise ValueError(f"graph_matrix has shape {graph_matrix.shape}, expected {(len(events), len(graph_names))}")
+        graph = graph_matrix if graph_matrix is not None else graph_features_fn
+        return _train_unscreened(
+            events, parts, X_all, y_all, splits, fast, fast_scores, fast_seconds, graph,
+            graph_names, {**stream_feature_descriptions, **graph_feature_descriptions}, source_names, stream_names,
+            inputs, seed, deep_params, candidate_recall, t_start,
+        )
 
     # Stage 2: deep model on the candidates, stream + graph features.
     t0 = time.perf_counter()
@@ -585,7 +644,83 @@ def train_cascade(
         stages=cascade.stages,
         stage_choice=choice,
         inputs=inputs,
-        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},  # machine-dependent, not in the model
+        # nthread is machine-dependent, not in the model
+        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},
+        deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
+    )
+    return cascade, report
+
+
+def _train_unscreened(
+    events: Sequence[TransactionEvent],
+    parts: Mapping[str, np.ndarray],
+    X_all: np.ndarray,
+    y_all: np.ndarray,
+    splits: tuple[SplitSummary, ...],
+    fast: GradientBoostedScorer,
+    fast_scores: Mapping[str, np.ndarray],
+    fast_seconds: float,
+    graph: GraphFeaturesFn | np.ndarray,
+    graph_names: tuple[str, ...],
+    descriptions: Mapping[str, str],
+    source_names: tuple[str, ...],
+    stream_names: tuple[str, ...],
+    inputs: str,
+    seed: int,
+    deep_params: BoosterParams,
+    candidate_recall: float,
+    t_start: float,
+) -> tuple[Cascade, TrainingReport]:
+    """:func:`train_cascade` with ``screen=False`` (see there)."""
+    t0 = time.perf_counter()
+    if isinstance(graph, np.ndarray):
+        G = np.asarray(graph, dtype=np.float64)
+    else:
+        G = feature_matrix([graph(ev) for ev in events], graph_names)
+    graph_seconds = time.perf_counter() - t0
+    X = np.hstack([X_all, G])
+    t0 = time.perf_counter()
+    fitted = fit_validated((*stream_names, *graph_names), X, y_all, parts, deep_params, seed,
+                           descriptions=descriptions, refit=True)
+    deep_seconds = time.perf_counter() - t0
+    deep = fitted.model
+    te = parts["test"]
+    cascade_test = BinaryMetrics.of(deep.predict_proba(X[te]) >= fitted.threshold, y_all[te])
+    fast_only_thr, fast_val_f1 = best_f1_threshold(fast_scores["validation"], y_all[parts["validation"]])
+    fast_only_test = BinaryMetrics.of(fast_scores["test"] >= fast_only_thr, y_all[te])
+    cascade = Cascade(
+        fast=fast, deep=deep, candidate_threshold=0.0, alert_threshold=fitted.threshold,
+        stream_feature_names=source_names, graph_feature_names=graph_names, seed=int(seed), inputs=inputs,
+    )
+    n_pos = {name: int(y_all[idx].sum()) for name, idx in parts.items()}
+    report = TrainingReport(
+        seed=int(seed),
+        splits=splits,
+        candidate_recall_target=1.0,
+        candidate_threshold=0.0,
+        alert_threshold=fitted.threshold,
+        stage1=tuple(StageOneSummary(name, int(idx.size), 1.0, n_pos[name], 1.0) for name, idx in parts.items()),
+        stage2_train_events=int(parts["train"].size + parts["validation"].size),
+        stage2_train_positive=n_pos["train"] + n_pos["validation"],
+        validation_cascade_f1=fitted.validation_f1,
+        stage2_test=cascade_test,
+        cascade_test=cascade_test,
+        fast_only_threshold=fast_only_thr,
+        fast_only_test=fast_only_test,
+        fast_digest=fast.digest,
+        deep_digest=deep.digest,
+        cascade_digest=cascade.digest,
+        fast_train_seconds=fast_seconds,
+        deep_train_seconds=deep_seconds,
+        graph_feature_seconds=graph_seconds,
+        total_seconds=time.perf_counter() - t_start,
+        validation_fast_only_f1=fast_val_f1,
+        stages=cascade.stages,
+        stage_choice=(f"one model on every event: stage 1 passes every event and the model with graph features "
+                      f"scores each (validation F1 {fitted.validation_f1:.3f}; stage 1 alone {fast_val_f1:.3f}); "
+                      f"trained again on train + validation at the validation threshold"),
+        inputs=inputs,
+        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},
         deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
     )
     return cascade, report
