@@ -19,13 +19,14 @@ The third-party sets come from ``python bench/datasets/build.py --source all --s
     scores, whether it is the model evaluate measured (same digest), and its deep-path share where
     it screens (0: one model scoring every event). Each figure is a mean over the seeds, per source
     (its sd beside it).
-(b) **Exact SHAP on one core**: the graph model's score + float64 TreeSHAP over test rows of the
-    first set, one thread; ``shap_rows_per_s``.
+(b) **Exact SHAP on one core**: the deployed model's score + float64 TreeSHAP over test rows of
+    the first set, one thread; ``shap_rows_per_s``.
 (c) **Service**: ``POST /score`` in batches of 100 beside the same scorer embedded, on the first
     set's deployed cascade: ``service_p99_ms``, ``embedded_p99_ms``.
 
-Typology recall and precision come from ``bench/typologies.py`` where it exists (its figures on the
-same sources), else ``na``.
+Typology recall and precision: ``bench/typologies.py``'s last line (run by this script as a separate
+process, on its own sets: our generator's two profiles and the AMLSim sets; ``na`` where it fails or
+with ``--no-typologies``).
 
 Last line: ``model f1_min=... f1_gfp_ref_min=... ratio_to_gfp_min=... lift_min=... pr_auc_min=...
 typology_recall_min=... typology_precision_min=... deep_path_share_max=... shap_rows_per_s=...
@@ -40,7 +41,6 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -89,13 +89,20 @@ def _mean_sd(xs):
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-def _typology_figures(sources, seeds, quick):
-    try:
-        import typologies as typ_bench  # bench/typologies.py
-    except ImportError:
+def _typology_figures(quick: bool) -> dict[str, float] | None:
+    """``bench/typologies.py``'s last line (its own sets: our generator's profiles and the AMLSim
+    sets), run as a separate process; None where it fails."""
+    import subprocess
+
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "typologies.py"), *(["--quick"] if quick else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode != 0 or not last.startswith("typologies "):
+        print(f"  typologies: bench/typologies.py failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
         return None
-    run = getattr(typ_bench, "figures", None)
-    return run(sources, seeds, quick) if run else None
+    print(f"  typologies (bench/typologies.py): {last}")
+    fields = dict(kv.split("=", 1) for kv in last.split()[1:])
+    return {"recall_min": float(fields["recall_min"]), "precision_min": float(fields["precision_min"])}
 
 
 def main() -> None:
@@ -117,8 +124,12 @@ def main() -> None:
         sys.exit(f"make them with: python bench/datasets/build.py --source all --seeds "
                  f"{','.join(map(str, seeds))}{' --quick' if q else ''}")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS
     from auditflow_app.flow import DEPLOYED_MODEL
+    from evidence_graph.gfp_features import gfp_feature_descriptions
     from model_service.evaluation import evaluate_models
+
+    descriptions = {**GRAPH_FEATURE_DESCRIPTIONS, **gfp_feature_descriptions()}
 
     print(f"model ({'quick' if q else 'full'}; sources {', '.join(sources)}; seeds {seeds})")
     per: dict[str, dict[str, list[float]]] = {}
@@ -130,9 +141,9 @@ def main() -> None:
             t0 = time.perf_counter()
             p = model_sets.prepare(source, seed, q)
             prep_s = time.perf_counter() - t0
-            try:
+            try:  # with the descriptions auditflow evaluate gives (they are in the model's bytes)
                 rep = evaluate_models(p.events, p.stream, p.graph, seed, reference_rows=p.reference,
-                                      reference_names=p.reference_names)
+                                      reference_names=p.reference_names, graph_descriptions=descriptions)
             except ValueError as e:  # a split without laundering (small slices): nothing to measure
                 print(f"  {p.name}: {len(p.events):,} transfers: skipped ({e})")
                 skipped.append(p.name)
@@ -174,29 +185,26 @@ def main() -> None:
             "deep": m["deployed.deep_path_share"][0],
         })
 
-    # (b) exact SHAP, one core, on the graph model's test rows of the first set
-    from auditflow.features import GRAPH_FEATURE_NAMES, MODEL_STREAM_FEATURES
+    # (b) exact SHAP, one core, on the deployed model's test rows of the first set
     from model_service.evaluation import EVAL_PARAMS
-    from model_service.scorer import BoosterParams, GradientBoostedScorer
+    from model_service.scorer import GradientBoostedScorer
     from model_service.training import temporal_split
 
     p, rep, cascade = first
-    tr, _, te = temporal_split(p.events)
-    y = np.array([ev.is_laundering for ev in p.events], dtype=np.int64)
-    names = (*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES)
-    X = np.hstack([p.stream, p.graph])
-    one = BoosterParams(**{**asdict(EVAL_PARAMS), "nthread": 1})
-    model = GradientBoostedScorer(names, one).fit(X[tr], y[tr], seed=p.seed)
+    _, _, te = temporal_split(p.events)
+    X = np.hstack([cascade.input_map.matrix(p.raw), p.reference])
+    names = cascade.deep_feature_names
+    one = GradientBoostedScorer.from_bytes(cascade.alert_model.to_bytes(), nthread=1)  # the same trees, one thread
     Xt = X[te][: 2000 if q else 5000]
-    model.explain(Xt[:10])  # compile the TreeSHAP kernel
+    one.explain(Xt[:10])  # compile the TreeSHAP kernel
     t0 = time.perf_counter()
-    model.predict_proba(Xt)
-    expl = model.explain(Xt)  # additivity is checked for every row inside
+    one.predict_proba(Xt)
+    expl = one.explain(Xt)  # additivity is checked for every row inside
     shap_rps = len(Xt) / (time.perf_counter() - t0)
     gap = float(np.abs(expl.values.sum(1) + expl.expected_value - expl.margin).max())
-    print(f"  exact SHAP + score, one core ({p.name}): {shap_rps:,.0f} rows/s over {len(Xt):,} rows "
-          f"({len(names)} features, {EVAL_PARAMS.n_estimators} trees of depth <= {EVAL_PARAMS.max_depth}); "
-          f"max additivity gap {gap:.1e}")
+    print(f"  exact SHAP + score, one core, the deployed model ({p.name}): {shap_rps:,.0f} rows/s over "
+          f"{len(Xt):,} rows ({len(names)} features, {EVAL_PARAMS.n_estimators} trees of depth <= "
+          f"{EVAL_PARAMS.max_depth}); max additivity gap {gap:.1e}")
 
     # (c) the service, batches of 100, on the first set's deployed cascade
     from fastapi.testclient import TestClient
@@ -231,9 +239,7 @@ def main() -> None:
     p99, e99 = float(np.percentile(times, 99)), float(np.percentile(embedded, 99))
     print(f"  service: {len(times)} batches of 100, p99 {p99:.1f} ms; embedded p99 {e99:.1f} ms")
 
-    typ = None if args.no_typologies else _typology_figures(sources, seeds, q)
-    if typ is not None:
-        print(f"  typologies (bench/typologies.py): {typ}")
+    typ = None if args.no_typologies else _typology_figures(q)
 
     if mismatched:
         print(f"  the deployed model differs from the evaluated one on {mismatched}")
