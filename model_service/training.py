@@ -534,6 +534,21 @@ def train_cascade(
     fast_seconds = time.perf_counter() - t0
     fast_scores = {name: fast.predict_proba(X_all[idx]) for name, idx in parts.items()}
     y = {name: y_all[idx] for name, idx in parts.items()}
+    # stage 1 alone at its own best validation F1: the baseline both shapes report
+    fast_only_thr, fast_val_f1 = best_f1_threshold(fast_scores["validation"], y["validation"])
+    fast_only_test = BinaryMetrics.of(fast_scores["test"] >= fast_only_thr, y["test"])
+    fast_only = (fast_only_thr, fast_val_f1, fast_only_test)
+
+    if not screen:
+        if graph_matrix is not None and graph_matrix.shape != (len(events), len(graph_names)):
+            raise ValueError(f"graph_matrix has shape {graph_matrix.shape}, expected {(len(events), len(graph_names))}")
+        graph = graph_matrix if graph_matrix is not None else graph_features_fn
+        return _train_unscreened(
+            events, parts, X_all, y_all, splits, fast, fast_only, fast_seconds, graph,
+            graph_names, {**stream_feature_descriptions, **graph_feature_descriptions}, source_names, stream_names,
+            inputs, seed, deep_params, t_start,
+        )
+
     candidate_threshold = recall_threshold(fast_scores["validation"], y["validation"], candidate_recall)
     cand = {name: parts[name][fast_scores[name] >= candidate_threshold] for name in SPLIT_NAMES}
     stage1 = tuple(
@@ -546,16 +561,6 @@ def train_cascade(
         )
         for name in SPLIT_NAMES
     )
-
-    if not screen:
-        if graph_matrix is not None and graph_matrix.shape != (len(events), len(graph_names)):
-            raise ValueError(f"graph_matrix has shape {graph_matrix.shape}, expected {(len(events), len(graph_names))}")
-        graph = graph_matrix if graph_matrix is not None else graph_features_fn
-        return _train_unscreened(
-            events, parts, X_all, y_all, splits, fast, fast_scores, fast_seconds, graph,
-            graph_names, {**stream_feature_descriptions, **graph_feature_descriptions}, source_names, stream_names,
-            inputs, seed, deep_params, candidate_recall, t_start,
-        )
 
     # Stage 2: deep model on the candidates, stream + graph features.
     t0 = time.perf_counter()
@@ -597,8 +602,6 @@ def train_cascade(
     stage2_test = BinaryMetrics.of(te_flags, y_all[te])
     cascade_test = BinaryMetrics.of(te_flags, y_all[te], missed_positives=missed_te)
 
-    fast_only_thr, fast_val_f1 = best_f1_threshold(fast_scores["validation"], y["validation"])
-    fast_only_test = BinaryMetrics.of(fast_scores["test"] >= fast_only_thr, y["test"])
     two_stages = val_f1 > fast_val_f1
     if two_stages:
         choice = (f"two stages: stage 2 (graph features) beat stage 1 alone on validation, "
@@ -644,11 +647,16 @@ def train_cascade(
         stages=cascade.stages,
         stage_choice=choice,
         inputs=inputs,
-        # nthread is machine-dependent, not in the model
-        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},
-        deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
+        fast_params=_model_params(fast),
+        deep_params=_model_params(deep),
     )
     return cascade, report
+
+
+def _model_params(model: GradientBoostedScorer) -> dict[str, Any]:
+    """The booster's parameters as the report records them: without ``nthread`` (machine-dependent,
+    not in the model)."""
+    return {k: v for k, v in asdict(model.params).items() if k != "nthread"}
 
 
 def _train_unscreened(
@@ -658,7 +666,7 @@ def _train_unscreened(
     y_all: np.ndarray,
     splits: tuple[SplitSummary, ...],
     fast: GradientBoostedScorer,
-    fast_scores: Mapping[str, np.ndarray],
+    fast_only: tuple[float, float, BinaryMetrics],
     fast_seconds: float,
     graph: GraphFeaturesFn | np.ndarray,
     graph_names: tuple[str, ...],
@@ -668,7 +676,6 @@ def _train_unscreened(
     inputs: str,
     seed: int,
     deep_params: BoosterParams,
-    candidate_recall: float,
     t_start: float,
 ) -> tuple[Cascade, TrainingReport]:
     """:func:`train_cascade` with ``screen=False`` (see there)."""
@@ -686,8 +693,7 @@ def _train_unscreened(
     deep = fitted.model
     te = parts["test"]
     cascade_test = BinaryMetrics.of(deep.predict_proba(X[te]) >= fitted.threshold, y_all[te])
-    fast_only_thr, fast_val_f1 = best_f1_threshold(fast_scores["validation"], y_all[parts["validation"]])
-    fast_only_test = BinaryMetrics.of(fast_scores["test"] >= fast_only_thr, y_all[te])
+    fast_only_thr, fast_val_f1, fast_only_test = fast_only
     cascade = Cascade(
         fast=fast, deep=deep, candidate_threshold=0.0, alert_threshold=fitted.threshold,
         stream_feature_names=source_names, graph_feature_names=graph_names, seed=int(seed), inputs=inputs,
@@ -720,7 +726,7 @@ def _train_unscreened(
                       f"scores each (validation F1 {fitted.validation_f1:.3f}; stage 1 alone {fast_val_f1:.3f}); "
                       f"trained again on train + validation at the validation threshold"),
         inputs=inputs,
-        fast_params={k: v for k, v in asdict(fast.params).items() if k != "nthread"},
-        deep_params={k: v for k, v in asdict(deep.params).items() if k != "nthread"},
+        fast_params=_model_params(fast),
+        deep_params=_model_params(deep),
     )
     return cascade, report
