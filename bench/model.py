@@ -115,14 +115,16 @@ def main() -> None:
     q = args.quick
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
     unknown = [s for s in sources if s not in model_sets.SOURCES]
-    if unknown:
-        sys.exit(f"--sources: unknown {unknown}; expected some of {list(model_sets.SOURCES)}")
-    seeds = [int(s) for s in (args.seeds or ("3" if q else "3,5,7")).split(",")]
+    if unknown or not sources:  # argparse's error: one line, exit 2
+        ap.error(f"--sources={args.sources!r}: unknown {unknown}; expected some of {list(model_sets.SOURCES)}")
+    try:
+        seeds = [int(s) for s in (args.seeds or ("3" if q else "3,5,7")).split(",")]
+    except ValueError:
+        ap.error(f"--seeds={args.seeds!r}: expected whole numbers separated by commas, e.g. 3,5,7")
     missing = model_sets.missing_sets(sources, seeds, q)
     if missing:
-        print(f"missing data sets: {', '.join(str(m) for m in missing)}", file=sys.stderr)
-        sys.exit(f"make them with: python bench/datasets/build.py --source all --seeds "
-                 f"{','.join(map(str, seeds))}{' --quick' if q else ''}")
+        ap.error(f"missing data sets ({', '.join(m.parent.name for m in missing)}); make them with: python "
+                 f"bench/datasets/build.py --source all --seeds {','.join(map(str, seeds))}{' --quick' if q else ''}")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS
     from auditflow_app.flow import DEPLOYED_MODEL
