@@ -83,17 +83,15 @@ from operator import attrgetter
 from typing import Any
 
 from auditflow.typologies import (
-    AMOUNT_TOLERANCE,
-    HOP_HORIZON,
-    MAX_FEE,
+    MAX_HOP_HORIZON,
     PASSED_ON_TOLERANCE,
     SPLIT_RATIO,
     TYPOLOGIES,
+    TYPOLOGY_HORIZONS,
     TYPOLOGY_HUB_DEGREE,
     TYPOLOGY_HUB_SPAN,
+    conservation,
 )
-from auditflow.typologies import passes_on as _passes_on
-from evidence_graph.follow import Budget, follow_money, pass_through_path
 from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
 
 #: A pair of accounts with an earlier transfer this far before the window is a relationship.
@@ -107,26 +105,22 @@ MIN_FAN = 4
 MAX_FAN = 32
 #: A burst: transfers that follow one another at most this far apart (gather-scatter's sides).
 BURST_GAP = timedelta(hours=12)
-#: The spacings at which fans are looked for: bursts (BURST_GAP) and the steps of one operation
-#: (HOP_HORIZON, as along a path): a fan spread over a day or two by a quiet account is as unlike
-#: its habits as one in an afternoon, and the chance test judges each over its own span.
-FAN_GAPS = (BURST_GAP, HOP_HORIZON)
-#: A multi-hop shape's transfers are unusual for its members: their median at least this many
-#: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
-UNUSUAL_SHAPE = 1.0
-#: Shapes whose chance test already asks, for every paying member, how often it pays amounts of
-#: the shape's own range (fans; bipartite and stack layers): a further bar on their size against
-#: the members' usual transfer would only drop layers that split a sum into small parts. (Dropping
-#: it for gather-scatter, scatter-gather and chains as well added false positives on generated
-#: sets and found nothing more.)
-_JUDGED_BY_AMOUNT = frozenset({"fan-out", "fan-in", "bipartite", "stack"})
+#: The spacings at which bursts (fans, gather-scatter's sides, layers) are looked for: hours to
+#: weeks (:data:`~auditflow.typologies.TYPOLOGY_HORIZONS`): a fan spread over a week by a quiet
+#: account is as unlike its habits as one in an afternoon, and the chance test judges each over
+#: its own span (each spacing one more place looked at).
+FAN_GAPS = TYPOLOGY_HORIZONS[:-1]
 #: Chance: a shape is reported only where its members' own habits (their rate of such transfers
 #: before the window) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
 CHANCE = 1e-3
+#: The prior of a rate (no such transfer seen: one over the whole history) is spread evenly over
+#: this log-range of amounts (four decades, a dollar to ten thousand): a band of exact pass-ons is
+#: a small share of it, any amount at all the whole (amounts as a graded signal).
+PRIOR_AMOUNT_RANGE = math.log(1e4)
 #: Rates are judged over at least this long: transfers of one hour are one moment for a rate.
 RATE_RESOLUTION = timedelta(hours=1)
-MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 10
+MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 12
 MIN_CHAIN_HOPS = 3
 MAX_MIDS = 16
 MAX_SIDE = 10
@@ -135,9 +129,13 @@ MAX_SIDE = 10
 #: accounts with popular payees; three payers of the same two payees (or the reverse) already
 #: needs six one-off transfers to line up.
 MIN_LAYER_ACCOUNTS = 5
-#: Transfers followed per account and hop by the cycle and chain searches.
+#: The cycle and chain searches (:func:`_paths`): transfers followed per account and hop, paths
+#: kept per account reached, paths per search; the ways in and out of an account joined into
+#: chains, the least likely of each.
 PATH_FANOUT = 25
-PATH_BUDGET = Budget(max_nodes=400, max_edges=1500, max_seconds=None)
+PATH_LABELS = 4
+PATH_BUDGET = 3000
+CHAIN_SIDES = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +147,9 @@ class TypologyMatch:
     event_ids: tuple[str, ...]
     explanation: str
     hops: tuple[tuple[str, ...], ...] = field(default=())  # event ids of each step, in order
+    #: 1 - the chance that the members' own habits make such a shape (times the places the
+    #: search looked: see the module docstring); None where there was no history to judge by
+    confidence: float | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,7 +158,16 @@ class TypologyMatch:
             "event_ids": list(self.event_ids),
             "explanation": self.explanation,
             "hops": [list(h) for h in self.hops],
+            "confidence": self.confidence,
         }
+
+    def has_member(self, event_id: str) -> bool:
+        """Whether the transfer ``event_id`` is one of the instance's own."""
+        return event_id in self.event_ids
+
+
+def _confidence(chance: float | None) -> float | None:
+    return None if chance is None else max(0.0, 1.0 - chance)
 
 
 _MICROS = attrgetter("micros")
@@ -240,9 +250,16 @@ class _View:
         return edges[:at]
 
     def _history_amounts(self, node: str, direction: str) -> list[int]:
+        """The amounts of the account's one-off transfers that way in its history (a pair with
+        one transfer over lookback and window): the transfers a shape's steps are like. Without a
+        window start, its history is everything it did (the shape's own transfers included:
+        a conservative rate)."""
         amounts = self._amounts.get((node, direction))
         if amounts is None:
-            amounts = self._amounts[(node, direction)] = [_cents(e) for e in self._history(node, direction)]
+            count = self._counts(node, direction)
+            edges = self._history(node, direction) if self.start is not None else self._edges[(node, direction)][0]
+            amounts = self._amounts[(node, direction)] = [
+                _cents(e) for e in edges if count[e.dst if direction == "out" else e.src] == 1]
         return amounts
 
     def is_hub(self, node: str) -> bool:
@@ -261,36 +278,36 @@ class _View:
             self._hub[node] = hub
         return hub
 
-    def median_amount(self, node: str, direction: str) -> int:
-        """The account's usual transfer that way: the median US-cent amount over the lookback
-        before the window (0 without history there)."""
-        amounts = sorted(self._history_amounts(node, direction))
-        return amounts[len(amounts) // 2] if amounts else 0
-
     def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
         """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
         cents before the window, over the lookback it has history in: (count + 1) / hours, the
         add-one estimate (a finite history never proves a rate of zero; an account without any
-        counts one such transfer over the whole lookback). ``None`` without a window start.
+        counts one such transfer over the whole lookback). Only one-off transfers count (the steps
+        of a shape are; paying the landlord again is no such step). Without a window start: over
+        everything the account did, its own span of transfers.
 
         The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
         range's share of that width. A few dozen payments are a sample: an account paying all
         sizes of amounts that happened to pay none in one band pays such amounts all the same."""
-        if self.start is None:
-            return None
         self._load([node], "out")
         self._load([node], "in")
-        seen = [e.timestamp for d in ("out", "in") for e in self._history(node, d)]
-        since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
-        hours = max((self.start - since) / timedelta(hours=1), 1.0)
+        if self.start is None:
+            seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
+            hours = max((max(seen) - min(seen)) / timedelta(hours=1), 1.0) if seen else 1.0
+        else:
+            seen = [e.timestamp for d in ("out", "in") for e in self._history(node, d)]
+            since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
+            hours = max((self.start - since) / timedelta(hours=1), 1.0)
         amounts = self._history_amounts(node, direction)
         count = sum(1 for c in amounts if low <= c <= high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
             near = sum(1 for c in amounts if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
-        return (count + 1) / hours
+        # the add-one prior spread over amounts: a band holds its share of PRIOR_AMOUNT_RANGE
+        width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
+        return (count + min(1.0, width / PRIOR_AMOUNT_RANGE)) / hours
 
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
@@ -308,14 +325,6 @@ class _View:
                     e for e in self._raw(n, direction) if count[e.dst if direction == "out" else e.src] == 1
                     and not self.is_hub(e.dst if direction == "out" else e.src))
         return {n: self._one_off[(n, direction)] for n in nodes}
-
-
-def _unusual(view: _View, edges: Sequence[GraphEdge], factor: float) -> bool:
-    """The shape moves more than its members usually do: the median of its transfers is at
-    least ``factor`` times the median, over its paying members, of their usual transfer."""
-    amounts = sorted(_cents(e) for e in edges)
-    usual = sorted(view.median_amount(x, "out") for x in {e.src for e in edges})
-    return bool(amounts) and amounts[len(amounts) // 2] >= factor * usual[len(usual) // 2]
 
 
 def _poisson_tail(n: int, mu: float) -> float:
@@ -365,24 +374,32 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
 
 def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None:
     """How likely the intermediates' own habits explain a pass-through chain: for each, the
-    chance that it makes a transfer within the pass-on band of what reached it anyway, in the
-    time it took to pass it on (a Poisson with its own rate, at least :data:`RATE_RESOLUTION`);
-    the chain: their product (independent accounts). ``None``: no history to judge by."""
+    chance that it makes a one-off transfer at least as close to what reached it as the one it
+    made (:func:`~auditflow.typologies.conservation`: a graded band, exact pass-on narrowest, mixed
+    funds wider) anyway, in the time it took to pass it on (a Poisson with its own rate, at least
+    :data:`RATE_RESOLUTION`); the chain: their product (independent accounts)."""
     p = 1.0
-    for a, b in zip(path, path[1:]):
-        arrived = _cents(a)
-        lam = view.rate(a.dst, "out", math.floor(arrived * (1 - MAX_FEE)), math.ceil(arrived * (1 + AMOUNT_TOLERANCE)))
-        if lam is None:
-            return None
-        wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
-        p *= 1.0 - math.exp(-lam * wait)
+    for a, b in zip(path, path[1:], strict=False):
+        p *= _pass_on_chance(view, a, b)
     return p
+
+
+def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
+    """The chance that ``b``'s payer (``a``'s payee) makes a transfer like ``b`` within the time
+    between them anyway: see :func:`_passed_on_by_chance`."""
+    arrived, d = _cents(a), conservation(_cents(a), _cents(b))
+    spread = math.exp(min(d, 50.0))
+    lam = view.rate(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread))
+    if lam is None:
+        return 1.0
+    wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
+    return 1.0 - math.exp(-lam * wait)
 
 
 def _burst(edges: Iterable[GraphEdge], gap: timedelta) -> bool:
     """The transfers follow one another, in time order, at most ``gap`` apart."""
     stamps = sorted(e.timestamp for e in edges)
-    return all(b - a <= gap for a, b in zip(stamps, stamps[1:]))
+    return all(b - a <= gap for a, b in zip(stamps, stamps[1:], strict=False))
 
 
 def _ids(edges: Iterable[GraphEdge]) -> tuple[str, ...]:
@@ -422,38 +439,42 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     if view.is_hub(center):
         return []
     edges = view.one_off([center], direction)[center]
-    runs = list({tuple(e.event_id for e in r): r for gap in FAN_GAPS for r in _runs(edges, gap)
-                 if len(r) >= MIN_FAN}.values())
+    runs: dict[tuple[str, ...], list[GraphEdge]] = {}
+    for gap in FAN_GAPS:
+        # per spacing, every band's runs and the runs of any amounts (the chance test weighs a
+        # wide range of amounts as weaker evidence); a run of more than MAX_FAN, and any run at
+        # that spacing sharing a transfer with one, is part of a bigger operation (a hub's business)
+        at_gap = [r for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)] if len(r) >= MIN_FAN]
+        bigger = {e.event_id for r in at_gap if len(r) > MAX_FAN for e in r}
+        for r in at_gap:
+            if not bigger.intersection(e.event_id for e in r):
+                runs.setdefault(tuple(e.event_id for e in r), r)
     if not runs:
         return []
-    # a run of more than MAX_FAN, and any run sharing a transfer with one, is part of a bigger
-    # operation (a hub's business)
-    bigger = {e.event_id for r in runs if len(r) > MAX_FAN for e in r}
-    # every band, and every run not inside another, looked at: each a chance for a coincidence
-    sets = [frozenset(e.event_id for e in r) for r in runs]
-    searched = max(_bands(edges), sum(1 for a in sets if not any(a < b for b in sets)))
+    # every band and spacing, and every run not inside another, looked at: each a chance for a
+    # coincidence
+    sets = [frozenset(k) for k in runs]
+    searched = max(_bands(edges) * len(FAN_GAPS), sum(1 for a in sets if not any(a < b for b in sets)))
     ranked = []
-    for fan in runs:
-        if bigger.intersection(e.event_id for e in fan):
-            continue
+    for fan in runs.values():
         chance = _by_chance(view, center, direction, fan)
         if chance is not None and chance * searched * tests > CHANCE:  # what this account does anyway
             continue
         during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
         if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
             continue
-        ranked.append((0.0 if chance is None else chance, -len(fan), _ids(fan), fan))
+        ranked.append((0.0 if chance is None else chance * searched * tests, -len(fan), _ids(fan), fan))
     name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
     found: list[TypologyMatch] = []
     taken: set[str] = set()
-    for _, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
+    for chance, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
         if taken.intersection(ids):
             continue
         taken.update(ids)
         parties = {e.dst if direction == "out" else e.src for e in fan}
         found.append(TypologyMatch(name, tuple(sorted({center, *parties})), ids,
-                                   f"{center} {verb} {len(parties)} accounts in a burst of comparable "
-                                   "one-off transfers", (ids,)))
+                                   f"{center} {verb} {len(parties)} accounts in a burst of "
+                                   "one-off transfers", (ids,), _confidence(chance)))
     return found
 
 
@@ -461,36 +482,52 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
 
 
 def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | None:
-    """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``)."""
+    """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``):
+    2 to MAX_MIDS intermediates, each paid by the source and paying the sink after it was paid,
+    within :data:`~auditflow.typologies.MAX_HOP_HORIZON` (one-off transfers). Judged by chance:
+    every intermediate but one passing the money on to the same account anyway (each
+    :func:`_pass_on_chance`, graded by how close what it passed on is to what it got), times the
+    other ends examined; the least likely such shape, if at most CHANCE."""
     if view.is_hub(end_):
         return None
     down = direction == "out"
     first_hop = view.one_off([end_], direction)[end_]
     mids = [e.dst if down else e.src for e in first_hop]
     second = view.one_off(mids, direction)
-    per_other: dict[str, dict[str, tuple[GraphEdge, GraphEdge]]] = {}
+    per_other: dict[str, dict[str, tuple[GraphEdge, GraphEdge, float]]] = {}
     for e1 in first_hop:
         m = e1.dst if down else e1.src
         for e2 in second[m]:
             other = e2.dst if down else e2.src
-            # in time order, the money passed on: scatter (s -> m) before gather (m -> t)
+            # in time order: scatter (s -> m) before gather (m -> t)
             s_m, m_t = (e1, e2) if down else (e2, e1)
-            if (other not in (end_, m) and s_m.timestamp <= m_t.timestamp <= s_m.timestamp + HOP_HORIZON
-                    and _passes_on(_cents(s_m), _cents(m_t))):
-                per_other.setdefault(other, {}).setdefault(m, (s_m, m_t))
-    best = None
+            if other in (end_, m) or not s_m.timestamp <= m_t.timestamp <= s_m.timestamp + MAX_HOP_HORIZON:
+                continue
+            p = _pass_on_chance(view, s_m, m_t)
+            best_m = per_other.setdefault(other, {}).get(m)
+            if best_m is None or p < best_m[2]:
+                per_other[other][m] = (s_m, m_t, p)
+    tries = max(1, sum(1 for by_mid in per_other.values() if len(by_mid) >= 2))
+    best: tuple[float, int, str, dict[str, tuple[GraphEdge, GraphEdge, float]]] | None = None
     for other, by_mid in sorted(per_other.items()):
-        if 2 <= len(by_mid) <= MAX_MIDS and (best is None or len(by_mid) > len(best[1])):
-            best = (other, by_mid)
+        if not 2 <= len(by_mid) <= MAX_MIDS:
+            continue
+        ps = sorted(p for _, _, p in by_mid.values())
+        chance = min(1.0, tries * math.prod(ps[:-1]))  # one mid may pay the sink anyway: it chose it
+        if chance > CHANCE:
+            continue
+        key = (chance, -len(by_mid), other, by_mid)
+        if best is None or key[:3] < best[:3]:
+            best = key
     if best is None:
         return None
-    other, by_mid = best
+    chance, _, other, by_mid = best
     source, sink = (end_, other) if down else (other, end_)
     scatter = [p[0] for p in by_mid.values()]
     gather = [p[1] for p in by_mid.values()]
     return TypologyMatch("scatter-gather", tuple(sorted({source, sink, *by_mid})), _ids(scatter + gather),
                          f"{source} scatters to {len(by_mid)} accounts that each pass the money on to {sink}",
-                         (_ids(scatter), _ids(gather)))
+                         (_ids(scatter), _ids(gather)), _confidence(chance))
 
 
 # ------------------------------------------------------------------ gather-scatter
@@ -512,86 +549,72 @@ def _runs(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[GraphEdge]]:
     return list(out.values())
 
 
-def _cash_flow(ins: Sequence[GraphEdge], outs: Sequence[GraphEdge]) -> bool:
-    """At no time has more left the account than had reached it (within AMOUNT_TOLERANCE)."""
-    gathered, scattered = 0, 0
-    events = sorted([(e.timestamp, 0, e) for e in ins] + [(e.timestamp, 1, e) for e in outs],
-                    key=lambda x: (x[0], x[1], x[2].event_id))
-    for _, kind, e in events:
-        if kind == 0:
-            gathered += _cents(e)
-        else:
-            scattered += _cents(e)
-            if scattered > gathered * (1 + AMOUNT_TOLERANCE):
-                return False
-    return True
-
-
 def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
-    """Comparable payments from 2 to MAX_MIDS accounts gathered in a burst, then comparable
-    payments to 2 to MAX_MIDS other accounts scattering it: what leaves passes on what arrived
-    (the pass-on band), never more than had arrived at any time, the whole a burst (transfers at
-    most HOP_HORIZON apart), and unlike the hub's own habits both ways (:func:`_by_chance`:
-    the chance of both bursts, times the number of pairs of bursts examined -- each was a chance
-    for a coincidence -- at most CHANCE). The largest such shape (the most transfers)."""
+    """Payments from 2 to MAX_MIDS accounts gathered in a burst (one-off transfers at most one
+    spacing of FAN_GAPS apart, one amount band or any amounts), then payments to 2 to MAX_MIDS
+    other accounts in a burst, starting after the gathering did and within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it ended. Amounts are no gate (mixed
+    funds): each burst is judged by the hub's own habits (:func:`_by_chance` over the burst's own
+    amount range and span: a narrow range is rarer, stronger evidence), the shape by the chance
+    of both, times the pairs of bursts examined -- each was a chance for a coincidence -- at most
+    CHANCE. The least likely such shape (then the most transfers)."""
     if view.is_hub(hub):
         return None
-    # each side a fan: a burst (BURST_GAP) of comparable transfers
-    gathers = [g for g in _runs(view.one_off([hub], "in")[hub], BURST_GAP)
-               if 2 <= len({e.src for e in g}) and len(g) <= MAX_MIDS]
-    scatters = [x for x in _runs(view.one_off([hub], "out")[hub], BURST_GAP)
-                if 2 <= len({e.dst for e in x}) and len(x) <= MAX_MIDS]
-    best: tuple[int, list[GraphEdge], list[GraphEdge]] | None = None
-    tried = 0  # pairs of bursts examined: each was a chance for a coincidence
+    ins_all, outs_all = view.one_off([hub], "in")[hub], view.one_off([hub], "out")[hub]
+
+    def bursts(edges: Sequence[GraphEdge], party) -> list[list[GraphEdge]]:
+        out: dict[tuple[str, ...], list[GraphEdge]] = {}
+        for gap in FAN_GAPS:
+            for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)]:
+                if len({party(e) for e in r}) >= 2 and len(r) <= MAX_MIDS:
+                    out.setdefault(tuple(e.event_id for e in r), r)
+        return list(out.values())
+
+    gathers = bursts(ins_all, lambda e: e.src)
+    scatters = bursts(outs_all, lambda e: e.dst)
+    chance_of: dict[tuple[str, tuple[str, ...]], float] = {}
+
+    def chance(direction: str, edges: list[GraphEdge]) -> float:
+        key = (direction, tuple(e.event_id for e in edges))
+        if key not in chance_of:
+            c = _by_chance(view, hub, direction, edges)
+            chance_of[key] = 1.0 if c is None else c
+        return chance_of[key]
+
+    pairs = []
     for g in gathers:
         sources = {e.src for e in g}
-        got = sum(_cents(e) for e in g)
         for sc in scatters:
             # the scatter starts after the gather did and within the horizon after it ended
-            if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + HOP_HORIZON:
+            if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + MAX_HOP_HORIZON:
                 continue
-            tried += 1
             outs = [e for e in sc if e.dst not in sources]
-            if len({e.dst for e in outs}) < 2:
+            ins = [e for e in g if e.timestamp <= outs[-1].timestamp] if outs else []
+            if len({e.dst for e in outs}) < 2 or len({e.src for e in ins}) < 2:
                 continue
-            # what leaves: the scatter's transfers in time order while they fit what arrived
-            # (a prefix: skipping a payment to fit a later one would let any busy account's
-            # payments add up to what arrived)
-            kept, total = [], 0
-            for e in outs:
-                if total + _cents(e) > got * (1 + AMOUNT_TOLERANCE):
-                    break
-                kept.append(e)
-                total += _cents(e)
-            if not kept:
-                continue
-            ins = [e for e in g if e.timestamp <= kept[-1].timestamp]  # gathered after: not scattered
-            if (len({e.dst for e in kept}) < 2 or len({e.src for e in ins}) < 2
-                    or not _passes_on(sum(_cents(e) for e in ins), total) or not _cash_flow(ins, kept)
-                    or not _burst([*ins, *kept], HOP_HORIZON)):
-                continue
-            size = len(ins) + len(kept)
-            if best is None or size > best[0]:
-                best = (size, ins, kept)
+            pairs.append((ins, outs))
+    best: tuple[float, int, tuple[str, ...], list[GraphEdge], list[GraphEdge]] | None = None
+    for ins, outs in pairs:
+        c = min(1.0, len(pairs) * chance("in", ins) * chance("out", outs))
+        key = (c, -(len(ins) + len(outs)), _ids(ins + outs), ins, outs)
+        if c <= CHANCE and (best is None or key[:3] < best[:3]):
+            best = key
     if best is None:
         return None
-    _, ins, outs = best
-    p_in, p_out = _by_chance(view, hub, "in", ins), _by_chance(view, hub, "out", outs)
-    if p_in is not None and p_out is not None and tried * p_in * p_out > CHANCE:
-        return None
+    c, _, _, ins, outs = best
     return TypologyMatch("gather-scatter", tuple(sorted({hub, *(e.src for e in ins), *(e.dst for e in outs)})),
                          _ids(ins + outs),
-                         f"{hub} gathers {len(ins)} comparable payments and scatters them to {len(outs)} accounts",
-                         (_ids(ins), _ids(outs)))
+                         f"{hub} gathers {len(ins)} payments and scatters them to {len(outs)} accounts",
+                         (_ids(ins), _ids(outs)), _confidence(c))
 
 
 # ------------------------------------------------------------------ bipartite and stack
 
 
-def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
+def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS, gap: timedelta = FAN_GAPS[1]
           ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
     """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: one-off transfers of
-    comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most HOP_HORIZON
+    comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most ``gap``
     apart), every account of each side dealing with at least two of the other (the 2-core),
     2 to MAX_SIDE accounts a side, MIN_LAYER_ACCOUNTS in all. Of the bands of ``v``'s own
     transfers, the layer with the most transfers (ties: the lower band)."""
@@ -612,7 +635,7 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
             if min(map(_cents, mine)) <= SPLIT_RATIO * _cents(e) and _cents(e) <= max(map(_cents, mine))}
     best: tuple[list[str], list[str], list[GraphEdge]] | None = None
     for low in sorted(lows):
-        def band(e: GraphEdge) -> bool:
+        def band(e: GraphEdge, low: int = low) -> bool:
             return low <= _cents(e) <= SPLIT_RATIO * max(1, low)
         far = {far_of(e, fwd) for e in mine if band(e)}
         if len(far) < 2:
@@ -627,7 +650,7 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         fwd_of = view.one_off(sorted(near), fwd)
         edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far and band(e)]
         for _ in range(4 * MAX_SIDE):  # prune to the core, in the burst that holds v's transfers
-            runs = _runs_in_time(edges, HOP_HORIZON)
+            runs = _runs_in_time(edges, gap)
             edges = max(runs, key=lambda r: (sum(1 for e in r if near_of(e) == v), len(r))) if runs else []
             deg_near: dict[str, int] = {}
             deg_far: dict[str, int] = {}
@@ -641,7 +664,7 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         near = {near_of(e) for e in edges}
         far = {far_of(e, fwd) for e in edges}
         if (v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far
-                or len(near) + len(far) < min_accounts or not _burst(edges, HOP_HORIZON)):
+                or len(near) + len(far) < min_accounts or not _burst(edges, gap)):
             continue
         if best is None or len(edges) > len(best[2]):
             left, right = (near, far) if side == "left" else (far, near)
@@ -661,7 +684,7 @@ def _runs_in_time(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[Graph
 
 
 def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], used: set[str],
-                forward: bool) -> tuple[list[str], list[GraphEdge]] | None:
+                forward: bool, gap: timedelta) -> tuple[list[str], list[GraphEdge]] | None:
     """A further layer of 2+ accounts each dealing with 2+ of ``layer``: after it (``forward``:
     the layer passes on what ``inflow`` brought, no more, after it arrived) or before it (the
     layer got from them, before it paid ``inflow`` on)."""
@@ -689,135 +712,193 @@ def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], 
         count[y] = count.get(y, 0) + 1
     nxt = sorted(y for y, c in count.items() if c >= 2)
     edges = [e for e in edges if (e.dst if forward else e.src) in nxt]
-    if not 2 <= len(nxt) <= MAX_SIDE or not _burst([*inflow, *edges], HOP_HORIZON):
+    if not 2 <= len(nxt) <= MAX_SIDE or not _burst([*inflow, *edges], gap):
         return None
     return nxt, sorted(edges, key=lambda e: e.cap_key)
 
 
 def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
+    """The layers around ``v`` at each spacing of FAN_GAPS (each a place looked at): per side,
+    the least likely one, if at most CHANCE."""
     if view.is_hub(v):
         return []
     found: dict[tuple[str, ...], TypologyMatch] = {}
     for side in ("left", "right"):
-        core = _core(view, v, side, 4)  # a square only as a layer of a stack (below)
-        if core is None:
-            continue
-        # the same layer from every member: as its first payer finds it, where that holds v
-        again = _core(view, core[0][0], "left", 4)
-        if again is not None and v in (*again[0], *again[1]):
-            core = again
-        a, b, edges = core
-        used = set(a) | set(b)
-        after = _next_layer(view, b, edges, used, True)
-        before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False)
-        steps = [x for x in (before and before[1], edges, after and after[1]) if x]
-        chance = _layers_by_chance(view, steps, lambda e: e.src)
-        if chance is not None and chance > CHANCE:  # what these accounts do anyway
-            continue
-        if after is None and before is None:
-            if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
-                continue
-            m = TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
-                              f"{len(a)} accounts each pay several of the same {len(b)} accounts",
-                              (_ids(edges),))
-        else:
-            layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
-            m = TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
-                              _ids(e for st in steps for e in st),
-                              f"money moves through {len(layers)} layers of "
-                              f"{', '.join(str(len(lay)) for lay in layers)} accounts",
-                              tuple(_ids(st) for st in steps))
-        found.setdefault(m.event_ids, m)
+        best: tuple[float, TypologyMatch] | None = None
+        for gap in FAN_GAPS:
+            got = _layered(view, v, side, gap)
+            if got is not None and (best is None or got[0] < best[0]):
+                best = got
+        if best is not None:
+            found.setdefault(best[1].event_ids, best[1])
     return list(found.values())
+
+
+def _layered(view: _View, v: str, side: str, gap: timedelta) -> tuple[float, TypologyMatch] | None:
+    core = _core(view, v, side, 4, gap)  # a square only as a layer of a stack (below)
+    if core is None:
+        return None
+    # the same layer from every member: as its first payer finds it, where that holds v
+    again = _core(view, core[0][0], "left", 4, gap)
+    if again is not None and v in (*again[0], *again[1]):
+        core = again
+    a, b, edges = core
+    used = set(a) | set(b)
+    after = _next_layer(view, b, edges, used, True, gap)
+    before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False, gap)
+    steps = [x for x in (before and before[1], edges, after and after[1]) if x]
+    chance = _layers_by_chance(view, steps, lambda e: e.src)
+    chance = 1.0 if chance is None else min(1.0, chance * len(FAN_GAPS))
+    if chance > CHANCE:  # what these accounts do anyway
+        return None
+    if after is None and before is None:
+        if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
+            return None
+        return chance, TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
+                                     f"{len(a)} accounts each pay several of the same {len(b)} accounts",
+                                     (_ids(edges),), _confidence(chance))
+    layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
+    return chance, TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
+                                 _ids(e for st in steps for e in st),
+                                 f"money moves through {len(layers)} layers of "
+                                 f"{', '.join(str(len(lay)) for lay in layers)} accounts",
+                                 tuple(_ids(st) for st in steps), _confidence(chance))
 
 
 # ------------------------------------------------------------------ cycle and chains (the shared search)
 
 
-def _flows(view: _View, v: str):
-    # only transfers carrying the bulk of the money on: a layering path (checked exactly after)
-    kw = dict(start=view.start, end=view.end, hop_horizon=HOP_HORIZON, fanout_cap=PATH_FANOUT,
-              amount_tolerance=PASSED_ON_TOLERANCE, min_share=1 - MAX_FEE,
-              hub_degree=TYPOLOGY_NEIGHBOR_CAP, budget=PATH_BUDGET, horizon_from_root=False)
-    return follow_money(view.store, v, "out", **kw), follow_money(view.store, v, "in", **kw)
+def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
+    """Time-respecting paths of one-off transfers from ``v``: ``forward``, the money it paid on
+    (each transfer after the one before, within MAX_HOP_HORIZON), else back to where its money
+    came from (each before the one after it), through distinct non-hub accounts, up to
+    MAX_CYCLE_HOPS transfers; a path back is listed from ``v`` outwards. At most PATH_LABELS paths
+    reach an account (the fewest hops first) and PATH_FANOUT leave one (what passes on the
+    amount most closely first, then the soonest), PATH_BUDGET paths in all. A path that comes back
+    to ``v`` ends there (a cycle; forward only)."""
+    d = "out" if forward else "in"
 
+    def far(e: GraphEdge) -> str:
+        return e.dst if forward else e.src
 
-def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
-    best: list[GraphEdge] | None = None
-    candidates: list[list[GraphEdge]] = []
-    for e, _hop in down.edges.values():  # a path of the search closing on v
-        if e.dst == v and e.src in down.nodes:
-            candidates.append([*down.nodes[e.src].path, e])
-    for m, there in down.nodes.items():  # or a path out to m and another back from m
-        back = up.nodes.get(m)
-        if m == v or back is None or not there.path or not back.path:
-            continue
-        candidates.append([*there.path, *back.path])  # starting at v
-        candidates.append([*back.path, *there.path])  # starting at m, through v
-    for path in candidates:
-        accounts = [path[0].src] + [e.dst for e in path]
-        if (not MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS or accounts[0] != accounts[-1]
-                or v not in accounts
-                or len(set(accounts[:-1])) != len(path) or not pass_through_path(path)
-                or any(view.is_hub(x) for x in accounts)):
-            continue
-        chance = _passed_on_by_chance(view, path)
-        if chance is not None and chance > CHANCE:  # what these accounts do anyway
-            continue
-        key = (len(path), path[0].timestamp, [e.event_id for e in path])
-        if best is None or key < (len(best), best[0].timestamp, [e.event_id for e in best]):
-            best = path
-    if best is None:
-        return None
-    accounts = tuple([best[0].src] + [e.dst for e in best[:-1]])
-    return TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
-                         f"money from {accounts[0]} returns to it in {len(best)} hops, passed on at every hop",
-                         tuple((e.event_id,) for e in best))
-
-
-def _longest_prefix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
-    out: list[GraphEdge] = []
-    for e in path:
-        if out and not pass_through_path([out[-1], e]):
+    out: list[tuple[GraphEdge, ...]] = []
+    frontier: list[tuple[GraphEdge, ...]] = [()]
+    reached: dict[str, int] = {}
+    for _ in range(MAX_CYCLE_HOPS):
+        nxt: list[tuple[GraphEdge, ...]] = []
+        ends = {v if not p else far(p[-1]) for p in frontier}
+        edges_of = view.one_off(sorted(ends), d)
+        for path in frontier:
+            end = v if not path else far(path[-1])
+            seen = {v, *(far(e) for e in path)}
+            cands = []
+            for e in edges_of[end]:
+                if path:
+                    last = path[-1]
+                    ok = (last.timestamp <= e.timestamp <= last.timestamp + MAX_HOP_HORIZON if forward
+                          else last.timestamp - MAX_HOP_HORIZON <= e.timestamp <= last.timestamp)
+                    if not ok:
+                        continue
+                if far(e) == v:
+                    if forward and len(path) + 1 >= MIN_CYCLE_HOPS:
+                        out.append((*path, e))
+                    continue
+                if far(e) in seen:
+                    continue
+                if path:
+                    a, b = (path[-1], e) if forward else (e, path[-1])
+                    rank = (conservation(_cents(a), _cents(b)), abs(e.micros - path[-1].micros))
+                else:
+                    rank = (0.0, 0)
+                cands.append((rank, e.event_id, e))
+            for _, _, e in sorted(cands, key=lambda c: c[:2])[:PATH_FANOUT]:
+                if reached.get(far(e), 0) >= PATH_LABELS:
+                    continue
+                reached[far(e)] = reached.get(far(e), 0) + 1
+                nxt.append((*path, e))
+                out.append((*path, e))
+                if len(out) >= PATH_BUDGET:
+                    return out
+        frontier = nxt
+        if not frontier:
             break
-        out.append(e)
     return out
 
 
-def _longest_suffix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
-    out: list[GraphEdge] = []
-    for e in reversed(path):
-        if out and not pass_through_path([e, out[0]]):
-            break
-        out.insert(0, e)
-    return out
+def _accounts(path: Sequence[GraphEdge]) -> list[str]:
+    return [path[0].src, *(e.dst for e in path)]
 
 
-def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
-    outs = [_longest_prefix(r.path) for r in down.nodes.values() if r.path]
-    ins = [_longest_suffix(r.path) for r in up.nodes.values() if r.path]
-    outs.append([])
-    ins.append([])
-    best: list[GraphEdge] = []
-    for before in ins:
-        for after in outs:
-            path = before + after
-            if len(path) <= len(best) or len(path) < MIN_CHAIN_HOPS:
-                continue
-            if before and after and not pass_through_path([before[-1], after[0]]):
-                continue
-            accounts = [path[0].src] + [e.dst for e in path]
-            if len(set(accounts)) != len(accounts) or any(view.is_hub(x) for x in accounts):
-                continue
-            chance = _passed_on_by_chance(view, path)
-            if chance is not None and chance > CHANCE:  # what these accounts do anyway
-                continue
-            best = path
-    if len(best) < MIN_CHAIN_HOPS:
-        return None
-    return TypologyMatch("random", tuple([best[0].src] + [e.dst for e in best]), tuple(e.event_id for e in best),
-                         f"{v} lies on a time-ordered chain of {len(best)} transfers, each passing the money on",
-                         tuple((e.event_id,) for e in best))
+def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float]) -> float:
+    """:func:`_passed_on_by_chance`, each hop's chance computed once per search."""
+    p = 1.0
+    for a, b in zip(path, path[1:], strict=False):
+        key = (a.event_id, b.event_id)
+        if key not in cache:
+            cache[key] = _pass_on_chance(view, a, b)
+        p *= cache[key]
+    return p
+
+
+def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, TypologyMatch | None]:
+    """The least likely cycle through ``v`` and the least likely chain through it (each judged
+    by :func:`_passed_on_by_chance` times the candidates examined, at most CHANCE)."""
+    if view.is_hub(v):
+        return None, None
+    down, up = _paths(view, v, True), _paths(view, v, False)
+    cache: dict[tuple[str, str], float] = {}
+    cycles: list[tuple[GraphEdge, ...]] = [p for p in down if p[-1].dst == v]
+    by_start: dict[str, list[tuple[GraphEdge, ...]]] = {}
+    for p in up:  # listed from v outwards: the money's way, reversed
+        by_start.setdefault(p[-1].src, []).append(tuple(reversed(p)))
+    for p in down:
+        if p[-1].dst == v:
+            continue
+        for back in by_start.get(p[-1].dst, ()):  # v -> ... -> s, then s -> ... -> v before it
+            if not back[-1].timestamp <= p[0].timestamp <= back[-1].timestamp + MAX_HOP_HORIZON:
+                continue  # v passes on what reached it, after it did
+            path = (*back, *p)
+            accounts = _accounts(path)
+            if (MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS and accounts[0] == accounts[-1]
+                    and len(set(accounts[:-1])) == len(path)):
+                cycles.append(path)
+    cycle = None
+    if cycles:
+        tries = len(cycles)
+        chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in cycles)
+        if chance <= CHANCE:
+            accounts = tuple(_accounts(best)[:-1])
+            cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
+                                  f"money from {accounts[0]} returns to it in {len(best)} hops over "
+                                  f"{_span(best)}, passed on at every hop",
+                                  tuple((e.event_id,) for e in best), _confidence(chance))
+    # chains: a way in, v, a way out (either may be empty), through distinct accounts
+    outs = [p for p in down if p[-1].dst != v]
+    ins = [tuple(reversed(p)) for p in up]
+    top_out = sorted(outs, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
+    top_in = sorted(ins, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
+    chains: list[tuple[GraphEdge, ...]] = [p for p in (*outs, *ins) if len(p) >= MIN_CHAIN_HOPS]
+    for before in top_in:
+        for after in top_out:
+            path = (*before, *after)
+            if (before[-1].timestamp <= after[0].timestamp <= before[-1].timestamp + MAX_HOP_HORIZON
+                    and len(path) >= MIN_CHAIN_HOPS and len(set(_accounts(path))) == len(path) + 1):
+                chains.append(path)
+    chain = None
+    if chains:
+        tries = len(outs) + len(ins) + len(top_in) * len(top_out)
+        chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in chains)
+        if chance <= CHANCE:
+            chain = TypologyMatch("random", tuple(_accounts(best)), tuple(e.event_id for e in best),
+                                  f"{v} lies on a time-ordered chain of {len(best)} transfers over "
+                                  f"{_span(best)}, each passing the money on",
+                                  tuple((e.event_id,) for e in best), _confidence(chance))
+    return cycle, chain
+
+
+def _span(path: Sequence[GraphEdge]) -> str:
+    hours = (path[-1].timestamp - path[0].timestamp) / timedelta(hours=1)
+    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
 
 
 # ------------------------------------------------------------------ all together
@@ -868,10 +949,6 @@ def detect_typologies(
     def add(m: TypologyMatch | None) -> None:
         if m is None:  # shapes around the account it takes no part in still explain its neighbours'
             return
-        if m.typology not in _JUDGED_BY_AMOUNT:
-            edges = [_edge(view, i) for i in m.event_ids]
-            if not _unusual(view, edges, UNUSUAL_SHAPE):
-                return
         found.setdefault((m.typology, m.event_ids), m)
 
     layered: list[str] = []  # centers of shapes around the account, which may be a stack's layer
@@ -895,17 +972,8 @@ def detect_typologies(
     add(_scatter_gather(view, node_id, "in"))  # as sink
     for m in _bipartite_and_stack(view, node_id):
         add(m)
-    down, up = _flows(view, node_id)
-    add(_cycle(view, node_id, down, up))
-    chain = _chain(view, node_id, down, up)
-    add(chain)  # kept only where no more specific shape explains it
-    if chain is not None and not any(m.typology == "cycle" and node_id in m.accounts for m in found.values()):
-        # a cycle through the account may start (in time order) beyond the search's reach from
-        # it: from a member next to where the money first moved, the way back to it is longer
-        # than the search; the chain then runs to that start (or from it): look from its ends
-        for end_ in dict.fromkeys([chain.accounts[0], chain.accounts[-1]]):
-            if end_ != node_id:
-                add(_cycle(view, end_, *_flows(view, end_)))
+    for m in _cycle_and_chain(view, node_id):
+        add(m)  # a chain is kept only where no more specific shape explains it
 
     # one finding per instance: a shape mostly inside a more specific one is that shape, and one
     # inside a larger one of its own kind is that one (seen from two sides a shape may be cut
