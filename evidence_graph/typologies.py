@@ -201,6 +201,8 @@ class _View:
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._branches: dict[str, int] = {}
+        self.cores: dict[tuple[str, str, int, timedelta], Any] = {}  # _core's answers
 
     def edge(self, event_id: str) -> GraphEdge:
         for edges in self._unindexed:
@@ -277,6 +279,19 @@ class _View:
             hub = node in self._busy or parties * (TYPOLOGY_HUB_SPAN / span) > self.hub_degree
             self._hub[node] = hub
         return hub
+
+    def branches(self, arrived: GraphEdge) -> int:
+        """How many one-off transfers the payee of ``arrived`` made out within
+        :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it arrived (at least 1): the ways
+        a search following the money could go on from there."""
+        key = arrived.event_id
+        n = self._branches.get(key)
+        if n is None:
+            outs = self.one_off([arrived.dst], "out")[arrived.dst]
+            lo = bisect_left(outs, arrived.micros, key=_MICROS)
+            hi = bisect_left(outs, to_micros(arrived.timestamp + MAX_HOP_HORIZON) + 1, key=_MICROS)
+            n = self._branches[key] = max(1, hi - lo)
+        return n
 
     def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
         """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
@@ -384,6 +399,16 @@ def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None
     return p
 
 
+def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
+    """The evidence of one hop of a searched path, ``a`` then ``b``: :func:`_pass_on_chance`
+    times the transfers the search could have taken there instead (the intermediate's one-off
+    transfers out within :data:`~auditflow.typologies.MAX_HOP_HORIZON` after ``a`` arrived:
+    Bonferroni over the candidates it chose among). A hop the intermediate would make anyway
+    among its other payments scores above 1: it weakens a path instead of lengthening it, so
+    the least likely path stops where the evidence does."""
+    return _pass_on_chance(view, a, b) * view.branches(a)
+
+
 def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     """The chance that ``b``'s payer (``a``'s payee) makes a transfer like ``b`` within the time
     between them anyway: see :func:`_passed_on_by_chance`."""
@@ -394,6 +419,19 @@ def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
         return 1.0
     wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
     return 1.0 - math.exp(-lam * wait)
+
+
+def _sums_match_by_chance(gathered: int, scattered: int) -> float:
+    """How likely what an account scatters comes this close to what it gathered by chance: the
+    share of :data:`PRIOR_AMOUNT_RANGE` (amounts spread evenly over four decades in log) within
+    :func:`~auditflow.typologies.conservation` of it either way. Graded: passing on all but a
+    fee is a 2% chance, mixed funds (half of it, or 130%) one of 7 or 10, ten times as much
+    no evidence at all.
+
+    >>> round(_sums_match_by_chance(100_000, 96_000), 3), round(_sums_match_by_chance(100_000, 50_000), 3)
+    (0.023, 0.151)
+    """
+    return min(1.0, 2 * conservation(gathered, scattered) / PRIOR_AMOUNT_RANGE)
 
 
 def _burst(edges: Iterable[GraphEdge], gap: timedelta) -> bool:
@@ -594,8 +632,10 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
                 continue
             pairs.append((ins, outs))
     best: tuple[float, int, tuple[str, ...], list[GraphEdge], list[GraphEdge]] | None = None
+    tries = max(1, len(gathers) * len(scatters))  # every pair of bursts examined
     for ins, outs in pairs:
-        c = min(1.0, len(pairs) * chance("in", ins) * chance("out", outs))
+        c = min(1.0, tries * _combined([chance("in", ins), chance("out", outs),
+                                        _sums_match_by_chance(sum(map(_cents, ins)), sum(map(_cents, outs)))]))
         key = (c, -(len(ins) + len(outs)), _ids(ins + outs), ins, outs)
         if c <= CHANCE and (best is None or key[:3] < best[:3]):
             best = key
@@ -613,6 +653,15 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
 
 def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS, gap: timedelta = FAN_GAPS[1]
           ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
+    """:func:`_find_core`, once per view and arguments (a query asks again from every center)."""
+    key = (v, side, min_accounts, gap)
+    if key not in view.cores:
+        view.cores[key] = _find_core(view, v, side, min_accounts, gap)
+    return view.cores[key]
+
+
+def _find_core(view: _View, v: str, side: str, min_accounts: int, gap: timedelta
+               ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
     """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: one-off transfers of
     comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most ``gap``
     apart), every account of each side dealing with at least two of the other (the 2-core),
@@ -634,6 +683,7 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
     lows = {_cents(e) for e in (*mine, *around)
             if min(map(_cents, mine)) <= SPLIT_RATIO * _cents(e) and _cents(e) <= max(map(_cents, mine))}
     best: tuple[list[str], list[str], list[GraphEdge]] | None = None
+    tried: set[frozenset[str]] = set()
     for low in sorted(lows):
         def band(e: GraphEdge, low: int = low) -> bool:
             return low <= _cents(e) <= SPLIT_RATIO * max(1, low)
@@ -649,6 +699,10 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         near = {v} | {u for u, c in count.items() if c >= 2 and u not in far}
         fwd_of = view.one_off(sorted(near), fwd)
         edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far and band(e)]
+        key = frozenset(e.event_id for e in edges)
+        if key in tried:  # another band's candidates exactly: the same layer
+            continue
+        tried.add(key)
         for _ in range(4 * MAX_SIDE):  # prune to the core, in the burst that holds v's transfers
             runs = _runs_in_time(edges, gap)
             edges = max(runs, key=lambda r: (sum(1 for e in r if near_of(e) == v), len(r))) if runs else []
@@ -830,14 +884,35 @@ def _accounts(path: Sequence[GraphEdge]) -> list[str]:
 
 
 def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float]) -> float:
-    """:func:`_passed_on_by_chance`, each hop's chance computed once per search."""
-    p = 1.0
+    """How likely a path like this one is by chance: its hops' :func:`_hop_chance` (each at most
+    1, computed once per search) combined by :func:`_combined`."""
+    ps = []
     for a, b in zip(path, path[1:], strict=False):
         key = (a.event_id, b.event_id)
         if key not in cache:
-            cache[key] = _pass_on_chance(view, a, b)
-        p *= cache[key]
-    return p
+            cache[key] = min(1.0, _hop_chance(view, a, b))
+        ps.append(cache[key])
+    return _combined(ps)
+
+
+def _combined(chances: Sequence[float]) -> float:
+    """The chance that independent tests, each as likely as its own chance under no laundering
+    (uniform), give a product at most that of ``chances``: ``x * sum((-ln x)^k / k!)`` for ``k``
+    below their number, ``x`` the product (Fisher's method, exact). Multiplying chances alone
+    would make any long enough path of ordinary hops look improbable: ten hops each as likely
+    as not multiply to 0.001, which ten uniform chances do five times in six.
+
+    >>> round(_combined([0.5] * 10), 3), _combined([0.001]), round(_combined([1e-3, 1e-3]), 7)
+    (0.837, 0.001, 1.48e-05)
+    """
+    x = math.prod(chances)
+    if x <= 0.0:
+        return 0.0
+    term = total = 1.0
+    for k in range(1, len(chances)):
+        term *= -math.log(x) / k
+        total += term
+    return min(1.0, x * total)
 
 
 def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, TypologyMatch | None]:
@@ -863,8 +938,11 @@ def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, Typolog
                     and len(set(accounts[:-1])) == len(path)):
                 cycles.append(path)
     cycle = None
+    # where the searches start: each of v's one-off transfers (the hops beyond are counted by
+    # _hop_chance)
+    starts = max(1, len(view.one_off([v], "out")[v]) + len(view.one_off([v], "in")[v]))
     if cycles:
-        tries = len(cycles)
+        tries = starts
         chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in cycles)
         if chance <= CHANCE:
             accounts = tuple(_accounts(best)[:-1])
@@ -886,7 +964,7 @@ def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, Typolog
                 chains.append(path)
     chain = None
     if chains:
-        tries = len(outs) + len(ins) + len(top_in) * len(top_out)
+        tries = starts
         chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in chains)
         if chance <= CHANCE:
             chain = TypologyMatch("random", tuple(_accounts(best)), tuple(e.event_id for e in best),

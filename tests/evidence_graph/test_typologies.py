@@ -105,7 +105,8 @@ def test_a_burst_that_is_the_account_s_habit_does_not_hide_a_fan_in_another_band
 
 def test_recurring_payments_are_no_fan() -> None:
     # a small payroll: the same six employees, the same salary, every week
-    week = [move(f"pay{w}-{i}", "H", f"L{i}", 600 + i + w * 7 * DAY - 14 * DAY, 1500) for w in range(3) for i in range(6)]
+    week = [move(f"pay{w}-{i}", "H", f"L{i}", 600 + i + w * 7 * DAY - 14 * DAY, 1500)
+            for w in range(3) for i in range(6)]
     assert detect([*everyday(["H"]), *week], "H") == []
 
 
@@ -191,7 +192,7 @@ def test_fan_in() -> None:
 
 def cycle_events(names_, amount: float = 9000, gap: int = 90, fee: float = 0.02):
     out = []
-    for i, (a, b) in enumerate(zip(names_, [*names_[1:], names_[0]])):
+    for i, (a, b) in enumerate(zip(names_, [*names_[1:], names_[0]], strict=True)):
         out.append(move(f"cy{i}", a, b, 100 + gap * i, amount))
         amount *= 1 - fee
     return out
@@ -231,7 +232,8 @@ def test_a_long_cycle_is_a_cycle_from_members_next_to_where_the_money_first_move
 def test_a_chain_that_is_what_its_accounts_do_anyway_is_no_layering() -> None:
     # each of B, C, D passes on about what it got, but after most of a day, and each of them
     # pays such amounts several times a day anyway: no evidence the money was passed on
-    chain = [move(f"ch{i}", a, b, 100 + 20 * 60 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("ABCD", "BCDE"))]
+    chain = [move(f"ch{i}", a, b, 100 + 20 * 60 * i, 7000 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCD", "BCDE", strict=True))]
     habit = [move(f"hab{x}{d}-{i}", x, f"N{x}{d}-{i}", -21 * DAY + d * DAY + 90 * i, 6200 + 150 * i)
              for x in "BCD" for d in range(21) for i in range(5)]
     assert names(detect([*everyday("ABCDE"), *chain], "C")) == ["random"]
@@ -329,13 +331,15 @@ def test_a_fan_that_is_a_stack_s_layer_is_the_stack() -> None:
 
 
 def test_random_chain_matches_no_other_shape() -> None:
-    chain = [move(f"ch{i}", a, b, 100 + 120 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("ABCDE", "BCDEF"))]
+    chain = [move(f"ch{i}", a, b, 100 + 120 * i, 7000 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCDE", "BCDEF", strict=True))]
     events = [*everyday("ABCDEF"), *chain]
     (m,) = detect(events, "C")
     assert m.typology == "random" and short(m.accounts) == tuple("ABCDEF")
     assert m.event_ids == tuple(f"ch{i}" for i in range(5))
     # ordinary-sized payments passing along are no layering: they are what these accounts do
-    small = [move(f"sm{i}", a, b, 100 + 120 * i, 64 * 0.98**i) for i, (a, b) in enumerate(zip("ABCDE", "BCDEF"))]
+    small = [move(f"sm{i}", a, b, 100 + 120 * i, 64 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCDE", "BCDEF", strict=True))]
     assert detect([*everyday("ABCDEF"), *small], "C") == []
 
 
@@ -467,3 +471,62 @@ def test_an_alert_is_shown_the_findings_its_own_transfer_is_a_member_of() -> Non
     assert names(findings_of_transfer(found, "cy2")) == ["cycle"]  # the cycle's own transfer B -> C
     assert names(findings_of_transfer(found, "fo3")) == ["fan-out"]
     assert findings_of_transfer(found, "day-H-0") == []  # H's grocery: in no shape
+
+
+# ------------------------------------------------------------------ long horizons, long cycles, mixed funds
+
+
+def detect_weeks(events, name: str) -> list[TypologyMatch]:
+    """Detection over a four-week window (history before it: ``everyday``'s weeks)."""
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    return detect_typologies(store, acct(name), (T0, T0 + timedelta(days=28)))
+
+
+def test_a_ten_account_cycle_over_two_weeks_is_a_cycle() -> None:
+    ring = [f"R{i}" for i in range(10)]
+    events = [*everyday(ring), *cycle_events(ring, gap=36 * 60)]  # a hop every day and a half
+    ids = tuple(f"cy{i}" for i in range(10))
+    for member in ("R0", "R5", "R9"):
+        assert [m.event_ids for m in detect_weeks(events, member) if m.typology == "cycle"] == [ids]
+
+
+def test_a_cycle_of_mixed_funds_is_a_cycle() -> None:
+    # each hop passes on 40% to 130% of what arrived (money mixed with the mule's own)
+    share = (0.45, 1.3, 0.8, 1.1, 0.6)
+    amount, events = 9000.0, [*everyday("ABCDE")]
+    for i, (a, b) in enumerate(zip("ABCDE", "BCDEA", strict=True)):
+        events.append(move(f"mx{i}", a, b, 100 + 240 * i, amount))
+        amount *= share[i]
+    found = [m for m in detect(events, "C") if m.typology == "cycle"]
+    assert [m.event_ids for m in found] == [tuple(f"mx{i}" for i in range(5))]
+
+
+def test_a_scatter_gather_over_a_week_is_found() -> None:
+    mids = ["M1", "M2", "M3", "M4"]
+    events = [*everyday(["S", "T", *mids])]
+    events += [move(f"sc{i}", "S", m, 100 + DAY * i, 4000 + 150 * i) for i, m in enumerate(mids)]
+    events += [move(f"ga{i}", m, "T", 100 + DAY * i + 3 * DAY, (4000 + 150 * i) * 0.95) for i, m in enumerate(mids)]
+    found = [m for m in detect_weeks(events, "S") if m.typology == "scatter-gather"]
+    assert [set(m.event_ids) for m in found] == [{*(f"sc{i}" for i in range(4)), *(f"ga{i}" for i in range(4))}]
+
+
+def test_payroll_rent_and_households_are_no_typology() -> None:
+    staff = [f"E{i}" for i in range(30)]
+    payroll = [move(f"sal{m}-{i}", "EMPLOYER", e, m * 30 * DAY - 25 * DAY + i, 2100 + 13 * i)
+               for m in range(2) for i, e in enumerate(staff)]
+    rent = [move(f"rent{m}", "TENANT", "LANDLORD", m * 30 * DAY - 25 * DAY + 600, 1200) for m in range(2)]
+    # four households paying the same utility, school and insurer every month
+    homes = [f"HOME{i}" for i in range(4)]
+    bills = [move(f"bill{m}-{h}-{p}", h, p, m * 30 * DAY - 20 * DAY + 60 * k + 7 * j, 80 + 40 * j)
+             for m in range(2) for k, h in enumerate(homes) for j, p in enumerate(("UTILITY", "SCHOOL", "INSURER"))]
+    events = [*everyday([*staff, "EMPLOYER", "TENANT", "LANDLORD", *homes]), *payroll, *rent, *bills]
+    for who in ("EMPLOYER", "E7", "TENANT", "LANDLORD", "HOME1", "SCHOOL"):
+        assert detect_weeks(events, who) == [], who
+
+
+def test_a_merchant_s_customers_are_no_fan_in() -> None:
+    # sixty customers each buy once from a shop over four weeks: many one-off payers, a merchant
+    buys = [move(f"buy{c}", f"C{c}", "SHOPX", 300 + c * 11 * 60, 25 + c % 40) for c in range(60)]
+    events = [*everyday([f"C{c}" for c in range(60)]), *buys]
+    assert detect_weeks(events, "SHOPX") == []
