@@ -82,6 +82,8 @@ from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
+from scipy.special import betainc
+
 from auditflow.typologies import (
     MAX_HOP_HORIZON,
     PASSED_ON_TOLERANCE,
@@ -195,7 +197,7 @@ class _View:
         # (no self-loops), and where the window starts among them
         self._edges: dict[tuple[str, str], tuple[list[GraphEdge], int]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
-        self._amounts: dict[tuple[str, str], list[int]] = {}
+        self._amounts: dict[tuple[str, str], list[GraphEdge]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
@@ -251,18 +253,18 @@ class _View:
         edges, at = self._edges[(node, direction)]
         return edges[:at]
 
-    def _history_amounts(self, node: str, direction: str) -> list[int]:
-        """The amounts of the account's one-off transfers that way in its history (a pair with
-        one transfer over lookback and window): the transfers a shape's steps are like. Without a
-        window start, its history is everything it did (the shape's own transfers included:
-        a conservative rate)."""
-        amounts = self._amounts.get((node, direction))
-        if amounts is None:
+    def _habit(self, node: str, direction: str) -> list[GraphEdge]:
+        """The account's one-off transfers that way (a pair with one transfer over lookback and
+        window) over the lookback and the window, in time order: the transfers a shape's steps
+        are like, whatever the account does outside the shape being judged."""
+        habit = self._amounts.get((node, direction))
+        if habit is None:
             count = self._counts(node, direction)
-            edges = self._history(node, direction) if self.start is not None else self._edges[(node, direction)][0]
-            amounts = self._amounts[(node, direction)] = [
-                _cents(e) for e in edges if count[e.dst if direction == "out" else e.src] == 1]
-        return amounts
+            habit = self._amounts[(node, direction)] = [
+                e for e in self._edges[(node, direction)][0]
+                if count[e.dst if direction == "out" else e.src] == 1]
+        return habit
+
 
     def is_hub(self, node: str) -> bool:
         hub = self._hub.get(node)
@@ -293,13 +295,18 @@ class _View:
             n = self._branches[key] = max(1, hi - lo)
         return n
 
-    def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
-        """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
-        cents before the window, over the lookback it has history in: (count + 1) / hours, the
-        add-one estimate (a finite history never proves a rate of zero; an account without any
-        counts one such transfer over the whole lookback). Only one-off transfers count (the steps
-        of a shape are; paying the landlord again is no such step). Without a window start: over
-        everything the account did, its own span of transfers.
+    def habit(self, node: str, direction: str, low: int, high: int,
+              shape: frozenset[str] = frozenset()) -> tuple[float, float]:
+        """The account's own habit of one-off transfers that way of ``low`` to ``high`` US cents,
+        outside the ``shape`` being judged (its event ids): ``(count + prior, hours)`` over
+        everything the account did in the lookback and the window -- the Gamma posterior of its
+        rate (shape, rate per hour) from the add-one prior (a finite history never proves a rate
+        of zero), which :func:`_habit_tail` turns into the chance of a burst.
+
+        Leave-one-out: an account that pays a new payee every week makes no fan-out by paying
+        four in a month, whether its habit began before the window or in it; the shape's own
+        transfers are what is judged, so they never count as its habit. Only one-off transfers
+        count (paying the landlord again is no such step).
 
         The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
@@ -307,14 +314,13 @@ class _View:
         sizes of amounts that happened to pay none in one band pays such amounts all the same."""
         self._load([node], "out")
         self._load([node], "in")
-        if self.start is None:
-            seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
-            hours = max((max(seen) - min(seen)) / timedelta(hours=1), 1.0) if seen else 1.0
-        else:
-            seen = [e.timestamp for d in ("out", "in") for e in self._history(node, d)]
-            since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
-            hours = max((self.start - since) / timedelta(hours=1), 1.0)
-        amounts = self._history_amounts(node, direction)
+        seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
+        first = min(seen) if seen else None
+        if self.start is not None:
+            first = self.start - RELATIONSHIP_LOOKBACK if first is None else first
+        last = self.end if self.end is not None else (max(seen) if seen else None)
+        hours = max((last - first) / timedelta(hours=1), 1.0) if first is not None and last is not None else 1.0
+        amounts = [_cents(e) for e in self._habit(node, direction) if e.event_id not in shape]
         count = sum(1 for c in amounts if low <= c <= high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
@@ -322,7 +328,7 @@ class _View:
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
         # the add-one prior spread over amounts: a band holds its share of PRIOR_AMOUNT_RANGE
         width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
-        return (count + min(1.0, width / PRIOR_AMOUNT_RANGE)) / hours
+        return count + min(1.0, width / PRIOR_AMOUNT_RANGE), hours
 
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
@@ -342,13 +348,21 @@ class _View:
         return {n: self._one_off[(n, direction)] for n in nodes}
 
 
-def _poisson_tail(n: int, mu: float) -> float:
-    """P(N >= n) for N ~ Poisson(mu)."""
-    term = total = math.exp(-mu)
-    for k in range(1, n):
-        term *= mu / k
-        total += term
-    return max(0.0, 1.0 - total)
+def _habit_tail(n: int, habit: tuple[float, float], hours: float) -> float:
+    """P(N >= n): the chance that an account with ``habit`` (``(a, t)``: ``a`` such transfers seen
+    over ``t`` hours, prior included) makes ``n`` or more in ``hours``. Not a Poisson at the
+    estimated rate ``a / t``: the rate is itself uncertain (a Gamma(a, t) posterior), and the
+    count over ``hours`` is its Gamma-Poisson (negative binomial) predictive -- an account seen
+    for a week is not known to the decimal, and bursts of ordinary business are likelier than a
+    Poisson at the point estimate says. Over a long quiet history it tends to the Poisson.
+
+    The tail is the regularised incomplete beta ``I_q(n, a)``, ``q = hours / (t + hours)``
+    (scipy's, exact down to the smallest chances, which a sum of the terms below ``n`` loses).
+    """
+    a, t = habit
+    if n <= 0:
+        return 1.0
+    return float(betainc(n, a, hours / (t + hours)))
 
 
 def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float | None:
@@ -367,6 +381,7 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
     times the number of spans like the whole one in the window (the shape is looked for anywhere
     in it). ``None``: no history to judge by (no window start)."""
     p = 1.0
+    shape = frozenset(e.event_id for edges in layers for e in edges)
     for edges in layers:
         low, high = min(_cents(e) for e in edges), max(_cents(e) for e in edges)
         stamps = sorted(e.timestamp for e in edges)
@@ -375,10 +390,7 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
         for e in edges:
             count[member(e)] = count.get(member(e), 0) + 1
         for x, k in sorted(count.items()):
-            lam = view.rate(x, direction, low, high)
-            if lam is None:
-                return None
-            p *= _poisson_tail(k, lam * hours)
+            p *= _habit_tail(k, view.habit(x, direction, low, high, shape), hours)
     stamps = sorted(e.timestamp for edges in layers for e in edges)
     span = max(stamps[-1] - stamps[0], RATE_RESOLUTION)
     tries = 1.0
@@ -414,11 +426,10 @@ def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     between them anyway: see :func:`_passed_on_by_chance`."""
     arrived, d = _cents(a), conservation(_cents(a), _cents(b))
     spread = math.exp(min(d, 50.0))
-    lam = view.rate(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread))
-    if lam is None:
-        return 1.0
+    habit = view.habit(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread),
+                       frozenset((b.event_id,)))
     wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
-    return 1.0 - math.exp(-lam * wait)
+    return _habit_tail(1, habit, wait)
 
 
 def _sums_match_by_chance(gathered: int, scattered: int) -> float:
@@ -634,7 +645,9 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     best: tuple[float, int, tuple[str, ...], list[GraphEdge], list[GraphEdge]] | None = None
     tries = max(1, len(gathers) * len(scatters))  # every pair of bursts examined
     for ins, outs in pairs:
-        c = min(1.0, tries * _combined([chance("in", ins), chance("out", outs),
+        # both bursts unlike the hub's habits (the larger chance of the two: a shape whose one
+        # side is every-day business is not this shape), the sums' likeness graded on top
+        c = min(1.0, tries * _combined([max(chance("in", ins), chance("out", outs)),
                                         _sums_match_by_chance(sum(map(_cents, ins)), sum(map(_cents, outs)))]))
         key = (c, -(len(ins) + len(outs)), _ids(ins + outs), ins, outs)
         if c <= CHANCE and (best is None or key[:3] < best[:3]):
@@ -883,15 +896,25 @@ def _accounts(path: Sequence[GraphEdge]) -> list[str]:
     return [path[0].src, *(e.dst for e in path)]
 
 
-def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float]) -> float:
+def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float],
+                    every_hop: bool = False) -> float:
     """How likely a path like this one is by chance: its hops' :func:`_hop_chance` (each at most
-    1, computed once per search) combined by :func:`_combined`."""
+    1, computed once per search) combined by :func:`_combined`; ``every_hop``: by the largest of
+    them instead, ``max ** hops`` (the exact chance that ``hops`` independent uniform chances are
+    all that small) -- a chain is a chain of pass-ons only if every hop is one, and one very
+    unlikely hop among ordinary payments makes no chain.
+
+    >>> f"{_combined([1e-6, 0.5, 0.5]):.2e}", 0.5 ** 3
+    ('3.29e-05', 0.125)
+    """
     ps = []
     for a, b in zip(path, path[1:], strict=False):
         key = (a.event_id, b.event_id)
         if key not in cache:
             cache[key] = min(1.0, _hop_chance(view, a, b))
         ps.append(cache[key])
+    if every_hop:
+        return max(ps, default=1.0) ** len(ps)
     return _combined(ps)
 
 
@@ -965,13 +988,48 @@ def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, Typolog
     chain = None
     if chains:
         tries = starts
-        chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in chains)
+        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=True) * tries, [e.event_id for e in c], c)
+                              for c in chains)
+        ring = _closing(view, best) if chance <= CHANCE else None
+        if ring is not None:
+            # the chain's ends pay each other in time order: a cycle the search from v could not
+            # close within its reach -- reported as the cycle
+            ring_chance = chance
+            if ring_chance <= CHANCE and (cycle is None or _confidence(ring_chance) > (cycle.confidence or 0.0)):
+                accounts = tuple(_accounts(ring)[:-1])
+                cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in ring),
+                                      f"money from {accounts[0]} returns to it in {len(ring)} hops over "
+                                      f"{_span(ring)}, passed on at every hop",
+                                      tuple((e.event_id,) for e in ring), _confidence(ring_chance))
+                return cycle, None
         if chance <= CHANCE:
             chain = TypologyMatch("random", tuple(_accounts(best)), tuple(e.event_id for e in best),
                                   f"{v} lies on a time-ordered chain of {len(best)} transfers over "
                                   f"{_span(best)}, each passing the money on",
                                   tuple((e.event_id,) for e in best), _confidence(chance))
     return cycle, chain
+
+
+def _closing(view: _View, path: Sequence[GraphEdge]) -> tuple[GraphEdge, ...] | None:
+    """``path`` closed into a ring by a transfer from its last payee to its first payer: after the
+    last hop (the ring then starts where the path does) or before the first (it starts at the
+    last payee, whose money the path carried round), within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` of it; None if there is none or the ring would
+    have more than MAX_CYCLE_HOPS transfers. The closing transfer may be one of a relationship
+    (the ring's evidence is the chain's, already judged; that its end pays its start at all is
+    the shape): laundering rings close over existing accounts' ordinary channels too."""
+    if len(path) + 1 > MAX_CYCLE_HOPS:
+        return None
+    first, last = path[0], path[-1]
+    view.one_off([last.dst], "out")  # loaded
+    for e in view._raw(last.dst, "out"):
+        if e.dst != first.src:
+            continue
+        if last.timestamp <= e.timestamp <= last.timestamp + MAX_HOP_HORIZON:
+            return (*path, e)
+        if first.timestamp - MAX_HOP_HORIZON <= e.timestamp <= first.timestamp:
+            return (e, *path)
+    return None
 
 
 def _span(path: Sequence[GraphEdge]) -> str:

@@ -68,11 +68,14 @@ def test_fan_size_bounds_and_spacing() -> None:
     assert detect([*everyday(["H"]), *fan_out_events(3)], "H") == []  # three is every-day behaviour
     assert names(detect([*everyday(["H"]), *fan_out_events(4)], "H")) == ["fan-out"]  # four, unlike H
     assert detect([*everyday(["H"]), *fan_out_events(40)], "H") == []  # a hub's business
-    # the steps of one operation follow one another within HOP_HORIZON (a day): five payments 20
-    # hours apart are a fan, 25 hours apart are five separate payments
-    (m,) = detect([*everyday(["H"]), *fan_out_events(5, gap=20 * 60)], "H")
-    assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
-    assert detect([*everyday(["H"]), *fan_out_events(5, gap=25 * 60)], "H") == []
+    # horizons from hours to weeks: five payments to new payees 20 or 25 hours apart, over four
+    # days, are a fan from an account that never pays new people, and no fan from one that pays
+    # a new person about $1,500 every day (its habit: the same payments, no burst)
+    for gap in (20 * 60, 25 * 60):
+        (m,) = detect([*everyday(["H"]), *fan_out_events(5, gap=gap)], "H")
+        assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
+    daily = [move(f"new{d}", "H", f"N{d}", -20 * DAY + d * DAY + 7, 1500 + 10 * (d % 5)) for d in range(20)]
+    assert detect([*everyday(["H"]), *daily, *fan_out_events(5, gap=25 * 60)], "H") == []
 
 
 def test_a_fan_of_parts_smaller_than_what_the_account_usually_pays_is_a_fan() -> None:
@@ -129,15 +132,17 @@ def habit_and_burst(spacing: int) -> list:
 
 
 def test_a_burst_found_only_by_searching_many_amount_bands_is_no_fan() -> None:
-    # the burst within 10 hours is about a 1.4e-4 chance by H's habit; the query about H looks at
-    # seven places for a fan (H both ways, each of its five payees as a sink): 1e-3 in all, a
+    # the burst within about 7 hours is about a 1e-5 chance by H's habit (a dozen such payments
+    # in the 26 days seen, a negative binomial); the query about H looks at four spacings of one
+    # band in seven places (H both ways, each of its five payees as a sink): 3e-4 in all, a
     # fan-out. When H also pays one-off sums of $9,000 to $243,000 in the window, the search for a
     # burst looked at five bands of amounts (factors of 3) from eleven places: no evidence
-    events = habit_and_burst(spacing=150)
+    events = habit_and_burst(spacing=100)
     spread = [move(f"sp{i}", "H", f"Q{i}", 3 * DAY + 97 * i, a) for i, a in enumerate((9000, 27000, 81000, 243000))]
     (m,) = detect(events, "H")
     assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
-    assert detect([*events, *spread], "H") == []
+    # (the four large payments to new payees within five hours are a fan of their own: any amounts)
+    assert [m.event_ids for m in detect([*events, *spread], "H")] == [("sp0", "sp1", "sp2", "sp3")]
 
 
 def test_a_fan_is_held_to_the_chance_over_every_place_the_query_looked() -> None:
@@ -213,8 +218,15 @@ def test_no_cycle_when_time_or_amounts_do_not_follow_the_money() -> None:
     backwards = [dataclasses.replace(e, timestamp=T0 + timedelta(minutes=1000 - 90 * i))
                  for i, e in enumerate(cycle_events("ABCD"))]
     assert detect([*base, *backwards], "A") == []
-    assert detect([*base, *cycle_events("ABCD", fee=0.3)], "A") == []  # 30% lost each hop: not passed on
-    assert detect([*base, *cycle_events("ABCD", fee=-0.2)], "A") == []  # money appears from nowhere
+    # amounts are a graded signal, not a gate (funds mix with other money on the way): 30% lost
+    # at each hop, or 20% more at each, is still a cycle, but weaker evidence than passing on all
+    # but a 2% fee
+    chance = {}
+    for fee in (0.02, 0.3, -0.2):
+        (m,) = detect([*base, *cycle_events("ABCD", fee=fee)], "A")
+        assert m.typology == "cycle"
+        chance[fee] = 1 - m.confidence
+    assert chance[0.02] < chance[-0.2] < chance[0.3]
     # rent paid and a share paid back: a two-account back-and-forth is no laundering cycle
     assert detect([*base, move("rent", "A", "B", 100, 9000), move("back", "B", "A", 200, 8900)], "A") == []
 
@@ -265,10 +277,11 @@ def test_gather_scatter_scatters_what_was_gathered() -> None:
     # scattering before anything was gathered is not this shape
     before = [dataclasses.replace(e, timestamp=T0 + timedelta(minutes=50)) for e in outs]
     assert "gather-scatter" not in names(detect([*events, *before], "H"))
-    # paying out more than was gathered: the payments add up to what arrived only when one in
-    # the middle is skipped, and what leaves is the payments in time order, none skipped
+    # paying out more than was gathered (H adds money of its own: mixed funds) is still the shape,
+    # all three payments out, none skipped: amounts are graded evidence, not a gate
     spent = [outs[0], move("big", "H", "Q3", 430, 5000), outs[1]]
-    assert "gather-scatter" not in names(detect([*events, *everyday(["Q3"]), *spent], "H"))
+    (m,) = detect([*events, *everyday(["Q3"]), *spent], "H")
+    assert m.typology == "gather-scatter" and m.hops == (("in1", "in2", "in3"), ("big", "out1", "out2"))
 
 
 def layer(left, right, prefix: str, start: int, dollars: float):
@@ -337,10 +350,15 @@ def test_random_chain_matches_no_other_shape() -> None:
     (m,) = detect(events, "C")
     assert m.typology == "random" and short(m.accounts) == tuple("ABCDEF")
     assert m.event_ids == tuple(f"ch{i}" for i in range(5))
-    # ordinary-sized payments passing along are no layering: they are what these accounts do
+    # ordinary-sized payments passing along are no layering where they are what these accounts
+    # do: each pays someone new $60-70 every four hours, so a $64 payment out within two hours of
+    # one coming in is no evidence; the same accounts passing $7,000 along are a chain still
+    habit = [move(f"h{n}{k}", n, f"N{n}{k}", -20 * DAY + 240 * k + 11 * i, 60 + (k % 11))
+             for i, n in enumerate("ABCDEF") for k in range(20 * DAY // 240)]
     small = [move(f"sm{i}", a, b, 100 + 120 * i, 64 * 0.98**i)
              for i, (a, b) in enumerate(zip("ABCDE", "BCDEF", strict=True))]
-    assert detect([*everyday("ABCDEF"), *small], "C") == []
+    assert detect([*everyday("ABCDEF"), *habit, *small], "C") == []
+    assert names(detect([*everyday("ABCDEF"), *habit, *chain], "C")) == ["random"]
 
 
 def test_labels_are_never_read_and_hubs_take_part_in_nothing() -> None:
@@ -399,19 +417,18 @@ def generated():
 #: Floors on the pooled scores (7 to 9 planted instances of each typology but the stack, 3; the
 #: answer key is the generator's, the detectors never see it). Issue 10 asks 0.9 recall and 0.8
 #: precision of every typology; where the detectors reach that here the floor is the target,
-#: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target):
-#: fan-outs also report the scatter of another planted shape (a scatter-gather, a
-#: gather-scatter) from a member whose query does not see the whole of it; gather-scatter
-#: reports coincidences of two payments in and two out; chains report coincidental
-#: pass-throughs of three hops; bipartites lose squares (two payers, two payees:
-#: MIN_LAYER_ACCOUNTS), layers that are what their payers do anyway (the chance test: here a 4x4
-#: layer spread over a day, whose payers pay all sizes of amounts, is a 1.4e-3 chance once their
-#: rates are smoothed over neighbouring amounts), and report layers of accounts sharing a small
-#: community of payees.
-RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.8, "scatter-gather": 0.9, "cycle": 0.9,
-                 "random": 0.8, "bipartite": 0.4, "stack": 0.6}
-PRECISION_FLOORS = {"fan-out": 0.7, "fan-in": 0.8, "gather-scatter": 0.7, "scatter-gather": 0.8, "cycle": 0.8,
-                    "random": 0.8, "bipartite": 0.5, "stack": 0.8}
+#: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target).
+#: Since the detectors generalised to third-party data (issue 33: horizons to weeks, amounts as a
+#: graded signal, habits judged over everything an account did outside the shape, a negative
+#: binomial tail) they find every planted fan, scatter-gather, cycle, chain and stack here, and
+#: report more than one finding per chain and, as fans, the scatters and gathers of shapes a
+#: member's query does not see whole (fan-out precision 0.35, fan-in 0.5, random 0.36 over
+#: seeds 5, 7, 11); gather-scatters spread over days lose to the fans of their two sides
+#: (recall 0.62); bipartites lose squares (MIN_LAYER_ACCOUNTS).
+RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.6, "scatter-gather": 0.9, "cycle": 0.9,
+                 "random": 0.9, "bipartite": 0.5, "stack": 0.9}
+PRECISION_FLOORS = {"fan-out": 0.3, "fan-in": 0.5, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.8,
+                    "random": 0.3, "bipartite": 0.8, "stack": 0.8}
 
 
 def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
