@@ -75,7 +75,7 @@ where they follow the path (and event ids follow the path too).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -203,6 +203,8 @@ class _View:
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._hours: dict[str, float] = {}
+        self._habit_cents: dict[tuple[str, str], tuple[list[int], dict[str, int]]] = {}
         self._branches: dict[str, int] = {}
         self.cores: dict[tuple[str, str, int, timedelta], Any] = {}  # _core's answers
 
@@ -312,19 +314,32 @@ class _View:
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
         range's share of that width. A few dozen payments are a sample: an account paying all
         sizes of amounts that happened to pay none in one band pays such amounts all the same."""
-        self._load([node], "out")
-        self._load([node], "in")
-        seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
-        first = min(seen) if seen else None
-        if self.start is not None:
-            first = self.start - RELATIONSHIP_LOOKBACK if first is None else first
-        last = self.end if self.end is not None else (max(seen) if seen else None)
-        hours = max((last - first) / timedelta(hours=1), 1.0) if first is not None and last is not None else 1.0
-        amounts = [_cents(e) for e in self._habit(node, direction) if e.event_id not in shape]
-        count = sum(1 for c in amounts if low <= c <= high)
+        hours = self._hours.get(node)
+        if hours is None:
+            self._load([node], "out")
+            self._load([node], "in")
+            seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
+            first = min(seen) if seen else None
+            if self.start is not None:
+                first = self.start - RELATIONSHIP_LOOKBACK if first is None else first
+            last = self.end if self.end is not None else (max(seen) if seen else None)
+            hours = self._hours[node] = (max((last - first) / timedelta(hours=1), 1.0)
+                                         if first is not None and last is not None else 1.0)
+        sorted_cents = self._habit_cents.get((node, direction))
+        if sorted_cents is None:
+            habit = self._habit(node, direction)
+            sorted_cents = self._habit_cents[(node, direction)] = (
+                sorted(_cents(e) for e in habit), {e.event_id: _cents(e) for e in habit})
+        cents, of_id = sorted_cents
+        mine = [of_id[i] for i in shape if i in of_id]  # the shape's own transfers: not its habit
+
+        def between(lo: float, hi: float) -> int:
+            return (bisect_right(cents, hi) - bisect_left(cents, lo)) - sum(1 for c in mine if lo <= c <= hi)
+
+        count: float = between(low, high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
-            near = sum(1 for c in amounts if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
+            near = between(low / SPLIT_RATIO, high * SPLIT_RATIO)
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
         # the add-one prior spread over amounts: a band holds its share of PRIOR_AMOUNT_RANGE
         width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
@@ -693,13 +708,22 @@ def _find_core(view: _View, v: str, side: str, min_accounts: int, gap: timedelta
         return None
     # candidate bands: any that holds one of v's transfers, from the amounts around
     around = [e for b in view.one_off(sorted({far_of(e, fwd) for e in mine}), back).values() for e in b]
-    lows = {_cents(e) for e in (*mine, *around)
-            if min(map(_cents, mine)) <= SPLIT_RATIO * _cents(e) and _cents(e) <= max(map(_cents, mine))}
+    pool = sorted({e.event_id: e for e in (*mine, *around)}.values(), key=lambda e: (_cents(e), e.event_id))
+    cents = [_cents(e) for e in pool]
+    lows = sorted({c for c in cents if min(map(_cents, mine)) <= SPLIT_RATIO * c and c <= max(map(_cents, mine))})
     best: tuple[list[str], list[str], list[GraphEdge]] | None = None
     tried: set[frozenset[str]] = set()
-    for low in sorted(lows):
-        def band(e: GraphEdge, low: int = low) -> bool:
-            return low <= _cents(e) <= SPLIT_RATIO * max(1, low)
+    for low in lows:
+        # the band's transfers: a run of the pool by amount (every transfer the layer can hold is
+        # v's own or one into (out of) v's counterparties, all in the pool)
+        lo, hi = bisect_left(cents, low), bisect_right(cents, SPLIT_RATIO * max(1, low))
+        in_band = frozenset(e.event_id for e in pool[lo:hi])
+        if in_band in tried:
+            continue
+        tried.add(in_band)
+
+        def band(e: GraphEdge, in_band: frozenset[str] = in_band) -> bool:
+            return e.event_id in in_band
         far = {far_of(e, fwd) for e in mine if band(e)}
         if len(far) < 2:
             continue
