@@ -40,7 +40,7 @@ What every detector shares
       at most one time in a thousand, however many neighbours the account has.
 
 ========================  ==============================================================
-fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
+fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct accounts with
                           comparable one-off transfers, one after the other at most
                           :data:`HOP_HORIZON` apart (each spacing of :data:`FAN_GAPS`)
 cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
@@ -100,18 +100,23 @@ from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
 RELATIONSHIP_LOOKBACK = timedelta(days=35)
 #: Transfers read per account and direction (more than this: a hub).
 TYPOLOGY_NEIGHBOR_CAP = 400
-#: Fans: at least this many distinct counterparties (three payees or payers in a few days is
-#: every-day behaviour; more is evidence only where the chance test says the account's habits do
-#: not explain it), at most MAX_FAN.
-MIN_FAN = 4
+#: Fans: at least this many distinct counterparties (whether three payees in a few days are
+#: every-day behaviour or not is the chance test's question: a quiet account's three identical
+#: payments to new payees in an hour are not; two are a pair of payments), at most MAX_FAN.
+MIN_FAN = 3
 MAX_FAN = 32
 #: A burst: transfers that follow one another at most this far apart (gather-scatter's sides).
 BURST_GAP = timedelta(hours=12)
-#: The spacings at which bursts (fans, gather-scatter's sides, layers) are looked for: hours to
-#: weeks (:data:`~auditflow.typologies.TYPOLOGY_HORIZONS`): a fan spread over a week by a quiet
-#: account is as unlike its habits as one in an afternoon, and the chance test judges each over
-#: its own span (each spacing one more place looked at).
+#: The spacings at which bursts (fans, layers) are looked for: hours to a week
+#: (:data:`~auditflow.typologies.TYPOLOGY_HORIZONS` but the longest): a fan spread over a week by
+#: a quiet account is as unlike its habits as one in an afternoon, and the chance test judges
+#: each over its own span (each spacing one more place looked at). Not three weeks: a run of
+#: payments at most three weeks apart takes in the whole of a slow account's one-off payments,
+#: and judged against what it does outside the run (nothing left) any account's life is a "fan".
 FAN_GAPS = TYPOLOGY_HORIZONS[:-1]
+#: Gather-scatter's two bursts, each judged by chance and the two together: up to three weeks
+#: apart (a gathering over a month, then its scattering).
+SIDE_GAPS = TYPOLOGY_HORIZONS
 #: Chance: a shape is reported only where its members' own habits (their rate of such transfers
 #: before the window) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
@@ -615,7 +620,7 @@ def _runs(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[GraphEdge]]:
 
 def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     """Payments from 2 to MAX_MIDS accounts gathered in a burst (one-off transfers at most one
-    spacing of FAN_GAPS apart, one amount band or any amounts), then payments to 2 to MAX_MIDS
+    spacing of SIDE_GAPS apart, one amount band or any amounts), then payments to 2 to MAX_MIDS
     other accounts in a burst, starting after the gathering did and within
     :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it ended. Amounts are no gate (mixed
     funds): each burst is judged by the hub's own habits (:func:`_by_chance` over the burst's own
@@ -628,7 +633,7 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
 
     def bursts(edges: Sequence[GraphEdge], party) -> list[list[GraphEdge]]:
         out: dict[tuple[str, ...], list[GraphEdge]] = {}
-        for gap in FAN_GAPS:
+        for gap in SIDE_GAPS:
             for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)]:
                 if len({party(e) for e in r}) >= 2 and len(r) <= MAX_MIDS:
                     out.setdefault(tuple(e.event_id for e in r), r)
@@ -713,14 +718,15 @@ def _find_core(view: _View, v: str, side: str, min_accounts: int, gap: timedelta
     lows = sorted({c for c in cents if min(map(_cents, mine)) <= SPLIT_RATIO * c and c <= max(map(_cents, mine))})
     best: tuple[list[str], list[str], list[GraphEdge]] | None = None
     tried: set[frozenset[str]] = set()
+    bands: set[frozenset[str]] = set()
     for low in lows:
         # the band's transfers: a run of the pool by amount (every transfer the layer can hold is
         # v's own or one into (out of) v's counterparties, all in the pool)
         lo, hi = bisect_left(cents, low), bisect_right(cents, SPLIT_RATIO * max(1, low))
         in_band = frozenset(e.event_id for e in pool[lo:hi])
-        if in_band in tried:
+        if in_band in bands:
             continue
-        tried.add(in_band)
+        bands.add(in_band)
 
         def band(e: GraphEdge, in_band: frozenset[str] = in_band) -> bool:
             return e.event_id in in_band

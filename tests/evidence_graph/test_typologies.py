@@ -65,7 +65,12 @@ def test_fan_out_is_found_from_the_payer_and_from_a_payee() -> None:
 
 
 def test_fan_size_bounds_and_spacing() -> None:
-    assert detect([*everyday(["H"]), *fan_out_events(3)], "H") == []  # three is every-day behaviour
+    # three new payees within two hours are unlike H (who only pays its grocer); two are no fan
+    assert names(detect([*everyday(["H"]), *fan_out_events(3)], "H")) == ["fan-out"]
+    assert detect([*everyday(["H"]), *fan_out_events(2)], "H") == []
+    # three are what an account paying new people every few hours does anyway
+    busy = [move(f"b{k}", "H", f"B{k}", -20 * DAY + 180 * k, 1500 + 20 * (k % 7)) for k in range(20 * DAY // 180)]
+    assert detect([*everyday(["H"]), *busy, *fan_out_events(3)], "H") == []
     assert names(detect([*everyday(["H"]), *fan_out_events(4)], "H")) == ["fan-out"]  # four, unlike H
     assert detect([*everyday(["H"]), *fan_out_events(40)], "H") == []  # a hub's business
     # horizons from hours to weeks: five payments to new payees 20 or 25 hours apart, over four
@@ -327,7 +332,12 @@ def test_a_layer_that_is_what_its_payers_do_anyway_is_no_bipartite() -> None:
              for x in a for d in range(21) for i in range(8)]
     habit += [move(f"gro{x}{d}-{i}", x, "GROCER0", -21 * DAY + d * DAY + 60 * i + 30, 40 + i)
               for x in a for d in range(21) for i in range(10)]
-    assert detect([*events, *habit], "A2") == []
+    # no bipartite: the layer is what its payers do anyway. B1 and B2, who never were paid by
+    # anyone new, each paid by three new payers within hours, are fans-in by their own habits
+    got = detect([*events, *habit], "A2")
+    assert "bipartite" not in names(got) and "stack" not in names(got)
+    assert sorted(m.event_ids for m in got) == [("bp0", "bp2", "bp4"), ("bp1", "bp3", "bp5")]
+    assert names(got) == ["fan-in", "fan-in"]
 
 
 def test_a_fan_that_is_a_stack_s_layer_is_the_stack() -> None:
