@@ -428,16 +428,17 @@ def generated():
 #: answer key is the generator's, the detectors never see it). Issue 10 asks 0.9 recall and 0.8
 #: precision of every typology; where the detectors reach that here the floor is the target,
 #: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target).
-#: Since the detectors generalised to third-party data (issue 33: horizons to weeks, amounts as a
-#: graded signal, habits judged over everything an account did outside the shape, a negative
-#: binomial tail) they find every planted fan, scatter-gather, cycle, chain and stack here, and
-#: report more than one finding per chain and, as fans, the scatters and gathers of shapes a
-#: member's query does not see whole (fan-out precision 0.35, fan-in 0.5, random 0.36 over
-#: seeds 5, 7, 11); gather-scatters spread over days lose to the fans of their two sides
-#: (recall 0.62); bipartites lose squares (MIN_LAYER_ACCOUNTS).
+#: Since the detectors generalised to third-party data (issue 33: horizons to weeks, fans of three,
+#: amounts as a graded signal, habits judged over everything an account did outside the shape, a
+#: negative binomial tail) they find every planted fan, scatter-gather, cycle, chain and stack
+#: here, and report more than one finding per chain and, as fans, the scatters and gathers of
+#: shapes a member's query does not see whole and bursts of new payers to accounts that never
+#: had any (fan-out precision 0.37, fan-in 0.39, random 0.36 over seeds 5, 7, 11);
+#: gather-scatters spread over days lose to the fans of their two sides (recall 0.62);
+#: bipartites lose squares (MIN_LAYER_ACCOUNTS).
 RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.6, "scatter-gather": 0.9, "cycle": 0.9,
                  "random": 0.9, "bipartite": 0.5, "stack": 0.9}
-PRECISION_FLOORS = {"fan-out": 0.3, "fan-in": 0.5, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.8,
+PRECISION_FLOORS = {"fan-out": 0.3, "fan-in": 0.3, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.8,
                     "random": 0.3, "bipartite": 0.8, "stack": 0.8}
 
 
