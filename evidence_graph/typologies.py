@@ -8,58 +8,57 @@ amounts alone.
 
 What every detector shares
     * **Time order.** Money moves forward: a transfer out of an account that is part of a shape
-      comes after the money reached it, within ``horizon`` (multi-hop shapes are followed with
-      the shared temporal search, :func:`~evidence_graph.follow.follow_money`).
-    * **Amounts.** Layering passes most of the money on: where a shape moves money through an
-      account, what leaves is between ``1 - MAX_FEE`` and ``1 + AMOUNT_TOLERANCE`` of what
-      arrived (:data:`MAX_FEE` 10%, a generous mule commission). Where a sum is split (fans) the
-      parts are comparable: within a factor :data:`SPLIT_RATIO` of each other. Amounts are
-      compared in US cents.
-    * **One-off transfers.** A pair of accounts with more than one transfer in the window is a
-      relationship (rent, salary, a supplier, a regular payee), not a layering hop: such
-      transfers are left out of every shape.
+      comes after the money reached it, within the longest of
+      :data:`~auditflow.typologies.TYPOLOGY_HORIZONS` (hours to three weeks).
+    * **Amounts are graded evidence, not a gate.** Funds mix with other money on the way: a hop
+      that passes on all but a fee is strong evidence, half of it or 130 % weaker, ten times as
+      much none (:func:`~auditflow.typologies.conservation` widens the band of amounts a hop is
+      judged in, :func:`_sums_match_by_chance` for gather-scatter's sums). Amounts are compared
+      in US cents.
+    * **One-off transfers.** A pair of accounts with more than one transfer in the window and
+      the lookback before it is a relationship (rent, salary, a supplier, a regular payee), not a
+      layering step: such transfers are in no shape (a cycle may close over one: the ring's
+      evidence is its chain's).
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
       :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties per week (a rate
-      over the window, or over the account's own span of transfers without one)
-      (merchants, payroll processors, exchanges) take part in no shape; a fan larger
-      than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
-    * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
-      members' own habits do not explain it: each account's rate of such transfers before the
-      window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
-      of the shape by habit (a Poisson: that many transfers of that range within the burst's
-      span, anywhere in the window (fans: in any of the amount bands or runs searched,
-      :func:`_bands`, and at any of the places a query looks for one), for fans and
-      gather-scatter, and for each payer of each layer of a bipartite or stack, the payers'
-      chances multiplied; for chains and cycles, each intermediate making such a transfer anyway
-      in the time it took to pass the money on), and a shape more likely than :data:`CHANCE` (one
-      in a thousand) is not reported. An account that pays six new people
-      every day makes no fan-out by doing it once more; a person who never did does.
-      A query looks for fans at the account (both ways), at each of its one-off payers (as a
-      fan-out's source) and at each of its one-off payees (as a fan-in's sink), so each of those
-      is held to CHANCE divided by their number (Bonferroni): a query's fans are a coincidence
-      at most one time in a thousand, however many neighbours the account has.
+      over the window, or over the account's own span of transfers without one) (merchants,
+      payroll processors, exchanges) take part in no shape; a fan larger than :data:`MAX_FAN` is
+      a hub's business, not a typology, and so on for every shape.
+    * **Not what the accounts do anyway: a stated model.** Each member's habit is its one-off
+      transfers of comparable amounts over everything it did in the lookback and the window
+      *outside the shape judged* (leave-one-out; add-one prior, smoothed over neighbouring
+      amounts: :meth:`_View.habit`). The chance of a burst by habit is the Gamma-Poisson
+      (negative binomial) predictive of that many such transfers within the burst's span
+      (:func:`_habit_tail`: the rate is estimated, not known); for fans, gather-scatter's two
+      bursts (both must be unlike the hub's habit) and each payer of a bipartite or stack layer;
+      for chains and cycles, each intermediate making such a transfer anyway in the time it took
+      to pass the money on, times the transfers the search could have followed there. A path's
+      hops are combined by Fisher's exact product test (cycles) or by their largest chance
+      (chains: every hop must be a pass-on). Every place and band a query searched multiplies the
+      chance (Bonferroni), and a shape more likely than :data:`CHANCE` (one in a thousand) is not
+      reported. Each finding's ``confidence`` is one minus that chance. An account that pays six
+      new people every day makes no fan-out by doing it once more; a person who never did does.
 
 ========================  ==============================================================
 fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct accounts with
-                          comparable one-off transfers, one after the other at most
-                          :data:`HOP_HORIZON` apart (each spacing of :data:`FAN_GAPS`)
-cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
-                          passing the money on (2-hop back-and-forth is repayment)
+                          one-off transfers (one amount band or any amounts), one after the
+                          other at most one spacing of :data:`FAN_GAPS` apart (12 h to 7 d)
+cycle                     a time-ordered path of 3 to 12 hops back to the account, each hop
+                          a pass-on (2-hop back-and-forth is repayment)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
                           one sink, after receiving it
-gather-scatter            2 to 16 comparable payments gathered by an account in a burst, then
-                          2 to 16 comparable payments out of it in a burst, scattering what was
-                          gathered (never more out than in at any time)
+gather-scatter            payments from 2 to 16 accounts gathered in a burst, then payments to
+                          2 to 16 others in a burst (:data:`SIDE_GAPS`, up to three weeks), both
+                          unlike the hub's habit, the sums' likeness graded
 bipartite                 2 to 10 payers and 2 to 10 payees (disjoint), at least 5 accounts,
-                          one-off transfers of comparable amounts in a burst (HOP_HORIZON
-                          apart), each account dealing with 2 or more of the other side
+                          one-off transfers of comparable amounts in a burst, each account
+                          dealing with 2 or more of the other side
 stack                     a bipartite (here a 2x2 layer will do) whose payees pass the money on
                           to a further layer of 2 or more accounts (or whose payers got it
-                          from one), after it arrived, no more than arrived: 3 layers
+                          from one), after it arrived: 3 layers
 random                    a time-ordered chain of 3 or more pass-through hops through distinct
-                          accounts that no other shape explains (mostly); a chain that is part
-                          of a cycle beyond the search's reach from the account is the cycle
-                          (its ends are searched for it)
+                          accounts that no other shape explains (mostly); a chain whose ends
+                          pay each other in time order is the cycle it is part of
 ========================  ==============================================================
 
 A fan-out or fan-in whose transfers all belong to a more specific shape (a scatter-gather's
@@ -117,8 +116,8 @@ FAN_GAPS = TYPOLOGY_HORIZONS[:-1]
 #: Gather-scatter's two bursts, each judged by chance and the two together: up to three weeks
 #: apart (a gathering over a month, then its scattering).
 SIDE_GAPS = TYPOLOGY_HORIZONS
-#: Chance: a shape is reported only where its members' own habits (their rate of such transfers
-#: before the window) make it at most this likely by chance -- one coincidence in a thousand
+#: Chance: a shape is reported only where its members' own habits (their such transfers outside
+#: the shape, :meth:`_View.habit`) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
 CHANCE = 1e-3
 #: The prior of a rate (no such transfer seen: one over the whole history) is spread evenly over
@@ -395,11 +394,11 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
                       ) -> float | None:
     """How likely the members' own habits make bursts like ``layers``: for each layer and each of
     its members (``member(edge)``: the account whose transfer that way the edge is), P(at least
-    its number of the layer's transfers, of the layer's amount range, within the layer's span), a
-    Poisson with the account's own rate before the window (:meth:`_View.rate`) over the span (at
-    least :data:`RATE_RESOLUTION`); the product over members and layers (independent accounts),
-    times the number of spans like the whole one in the window (the shape is looked for anywhere
-    in it). ``None``: no history to judge by (no window start)."""
+    its number of the layer's transfers, of the layer's amount range, within the layer's span),
+    :func:`_habit_tail` of the account's habit outside the shape (:meth:`_View.habit`) over the
+    span (at least :data:`RATE_RESOLUTION`); the product over members and layers (independent
+    accounts), times the number of spans like the whole one in the window (the shape is looked
+    for anywhere in it)."""
     p = 1.0
     shape = frozenset(e.event_id for edges in layers for e in edges)
     for edges in layers:
@@ -423,8 +422,8 @@ def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None
     """How likely the intermediates' own habits explain a pass-through chain: for each, the
     chance that it makes a one-off transfer at least as close to what reached it as the one it
     made (:func:`~auditflow.typologies.conservation`: a graded band, exact pass-on narrowest, mixed
-    funds wider) anyway, in the time it took to pass it on (a Poisson with its own rate, at least
-    :data:`RATE_RESOLUTION`); the chain: their product (independent accounts)."""
+    funds wider) anyway, in the time it took to pass it on (:func:`_habit_tail` of its habit, at
+    least :data:`RATE_RESOLUTION`); the chain: their product (independent accounts)."""
     p = 1.0
     for a, b in zip(path, path[1:], strict=False):
         p *= _pass_on_chance(view, a, b)
