@@ -12,6 +12,7 @@ in capitals (``FAN-OUT``), in this order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -43,6 +44,15 @@ PASSED_ON_TOLERANCE = MAX_FEE / (1 - MAX_FEE)
 #: Along a shape, the next transfer follows the money within this long. (Evidence traces look
 #: wider: :data:`auditflow.limits.TRACE_HOP_HORIZON`.)
 HOP_HORIZON = timedelta(hours=24)
+#: The typology searches look at every one of these spacings, hours to weeks: the next transfer
+#: of a shape follows the money within one of them (the chance test judges each shape over its own
+#: span, so a slow shape by quiet accounts is as much evidence as a fast one by busy accounts).
+#: :data:`HOP_HORIZON` (a day) stays the graph features' pass-through window.
+TYPOLOGY_HORIZONS: tuple[timedelta, ...] = (
+    timedelta(hours=12), timedelta(days=1), timedelta(days=3), timedelta(days=7), timedelta(days=21))
+#: The longest of them: the hop horizon of the path searches (cycles, chains, scatter-gather) and
+#: the span over which an account's rate of counterparties makes it a hub.
+MAX_HOP_HORIZON = TYPOLOGY_HORIZONS[-1]
 #: Parts of one split sum lie within this factor of each other.
 SPLIT_RATIO = 3.0
 #: Distinct counterparties per :data:`TYPOLOGY_HUB_SPAN` above which an account is a hub, in no
@@ -78,6 +88,23 @@ def comparable(amounts: Iterable[int]) -> bool:
     """
     a = list(amounts)
     return bool(a) and min(a) > 0 and max(a) <= SPLIT_RATIO * min(a)
+
+
+def conservation(arrived: int, leaves: int) -> float:
+    """How far ``leaves`` (US cents) is from passing on ``arrived`` exactly: ``|ln(leaves /
+    arrived)|``, at least ``ln(1 / (1 - MAX_FEE))`` (a fee is no departure), infinite for a
+    non-positive amount. A graded signal, not a gate: mixed funds pass on 40% or 130% of what
+    arrived; the typology chance tests ask how often the account makes a transfer this close to
+    what arrived anyway (the closer, the rarer, the stronger the evidence).
+
+    >>> round(conservation(100_000, 96_000), 4), round(conservation(100_000, 50_000), 4)
+    (0.1054, 0.6931)
+    >>> conservation(100_000, 0)
+    inf
+    """
+    if arrived <= 0 or leaves <= 0:
+        return math.inf
+    return max(abs(math.log(leaves / arrived)), -math.log(1 - MAX_FEE))
 
 
 #: The same typologies as the AMLworld answer key spells them, in the same order.

@@ -2,7 +2,7 @@
 
     python bench/typologies.py            # every set below
     python bench/typologies.py --quick    # our generator (seed 3) and the quick AMLSim sets
-    python bench/typologies.py --sets amlsim-days-quick-s3,ours-default
+    python bench/typologies.py --sets amlsim-days,ours-default   # (or one converted file: amlsim-days-s5)
 
 Each set is scored by :func:`evidence_graph.evaluation.score_typologies`: detection from every
 member of every answer-key instance and from background accounts, findings pooled, one per
@@ -15,8 +15,9 @@ Sets
       over seeds 3, 5 and 7 (``--quick``: seed 3). Background: the generator's legitimate
       look-alikes (payrolls, shops, rents, households sharing payees, exchanges, merchants,
       payroll processors).
-    * ``amlsim-*``: IBM AMLSim runs converted by ``bench/datasets/build.py`` (cached under
-      ``.cache/datasets``; a set not there is skipped and said so). Scored over everything after
+    * ``amlsim-days`` / ``amlsim-weeks``: IBM AMLSim runs of the two configurations converted by
+      ``bench/datasets/build.py``, its seeds 3, 5 and 7 (``--quick``: the small seed-3 slice;
+      cached under ``.cache/datasets``; a run not there is skipped and said so). Scored over everything after
       the first 35 days (history for the members' habits; an attempt that began before is
       unscored). Background: :data:`BACKGROUND` accounts drawn with a seeded RNG among those in no
       attempt. AMLSim at this commit plants no bipartite or stack (bench/datasets/README.md).
@@ -45,8 +46,8 @@ from evidence_graph import NetworkxGraphStore  # noqa: E402
 from evidence_graph.evaluation import Instance, TypologyScore, score_typologies  # noqa: E402
 
 DATASETS = ROOT / ".cache" / "datasets"
-AMLSIM_QUICK = ("amlsim-days-quick-s3", "amlsim-weeks-quick-s3")
-AMLSIM_FULL = tuple(f"amlsim-{c}-s{s}" for c in ("days", "weeks") for s in (3, 5, 7))
+SETS = ("ours-default", "ours-slow", "amlsim-days", "amlsim-weeks")
+SEEDS = (3, 5, 7)
 #: Background accounts queried per third-party set (besides every answer-key member).
 BACKGROUND = 300
 #: History before the scored window of a third-party set.
@@ -96,6 +97,16 @@ def load_ours(profile: str, seed: int):
         r.node_id for r in ds.lookalikes()]
 
 
+def runs_of(name: str, seeds: tuple[int, ...], quick: bool) -> list[int | str]:
+    """A set's runs: our generator's seeds, or the converted AMLSim files of a configuration (its
+    seeds; ``--quick``: the small slice), or one converted file named as it is."""
+    if name.startswith("ours-"):
+        return list(seeds)
+    if name in ("amlsim-days", "amlsim-weeks"):
+        return [f"{name}-quick-s3"] if quick else [f"{name}-s{s}" for s in seeds]
+    return [name]
+
+
 def score_set(events, instances, unscored, window: tuple[datetime, datetime], background) -> dict[str, TypologyScore]:
     store = NetworkxGraphStore()
     store.add_transactions(events)
@@ -116,23 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sets", default=None, help="comma-separated set names (ours-default, ours-slow, amlsim-...)")
     args = ap.parse_args(argv)
-    seeds = (3,) if args.quick else (3, 5, 7)
-    names = (["ours-default", "ours-slow", *(AMLSIM_QUICK if args.quick else AMLSIM_FULL)]
-             if args.sets is None else args.sets.split(","))
+    seeds = SEEDS[:1] if args.quick else SEEDS
+    names = list(SETS) if args.sets is None else args.sets.split(",")
     results: dict[str, list[dict[str, TypologyScore]]] = {}
     for name in names:
         runs = []
-        for seed in seeds if name.startswith("ours-") else (None,):
+        for run in runs_of(name, seeds, args.quick):
             t0 = time.perf_counter()
-            got = load_ours(name.removeprefix("ours-"), seed) if seed is not None else load_amlworld(name)
+            got = (load_ours(name.removeprefix("ours-"), run) if isinstance(run, int) else load_amlworld(run))
+            label = f"{name} seed {run}" if isinstance(run, int) else run
             if got is None:
-                log(f"[{name}] not built (bench/datasets/build.py): skipped")
+                log(f"[{label}] not built (bench/datasets/build.py): skipped")
                 continue
             events, instances, unscored, window, background = got
             runs.append(score_set(events, instances, unscored, window, background))
-            log(f"[{name}{'' if seed is None else f' seed {seed}'}] {len(events):,} events, "
-                f"{len(instances)} instances, {len(background)} background accounts "
-                f"({time.perf_counter() - t0:.0f} s)")
+            log(f"[{label}] {len(events):,} events, {len(instances)} instances, "
+                f"{len(background)} background accounts ({time.perf_counter() - t0:.0f} s)")
         if runs:
             results[name] = runs
 

@@ -8,58 +8,57 @@ amounts alone.
 
 What every detector shares
     * **Time order.** Money moves forward: a transfer out of an account that is part of a shape
-      comes after the money reached it, within ``horizon`` (multi-hop shapes are followed with
-      the shared temporal search, :func:`~evidence_graph.follow.follow_money`).
-    * **Amounts.** Layering passes most of the money on: where a shape moves money through an
-      account, what leaves is between ``1 - MAX_FEE`` and ``1 + AMOUNT_TOLERANCE`` of what
-      arrived (:data:`MAX_FEE` 10%, a generous mule commission). Where a sum is split (fans) the
-      parts are comparable: within a factor :data:`SPLIT_RATIO` of each other. Amounts are
-      compared in US cents.
-    * **One-off transfers.** A pair of accounts with more than one transfer in the window is a
-      relationship (rent, salary, a supplier, a regular payee), not a layering hop: such
-      transfers are left out of every shape.
+      comes after the money reached it, within the longest of
+      :data:`~auditflow.typologies.TYPOLOGY_HORIZONS` (hours to three weeks).
+    * **Amounts are graded evidence, not a gate.** Funds mix with other money on the way: a hop
+      that passes on all but a fee is strong evidence, half of it or 130 % weaker, ten times as
+      much none (:func:`~auditflow.typologies.conservation` widens the band of amounts a hop is
+      judged in, :func:`_sums_match_by_chance` for gather-scatter's sums). Amounts are compared
+      in US cents.
+    * **One-off transfers.** A pair of accounts with more than one transfer in the window and
+      the lookback before it is a relationship (rent, salary, a supplier, a regular payee), not a
+      layering step: such transfers are in no shape (a cycle may close over one: the ring's
+      evidence is its chain's).
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
       :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties per week (a rate
-      over the window, or over the account's own span of transfers without one)
-      (merchants, payroll processors, exchanges) take part in no shape; a fan larger
-      than :data:`MAX_FAN` is a hub's business, not a typology, and so on for every shape.
-    * **Not what the accounts do anyway.** A burst or a pass-through is evidence only where the
-      members' own habits do not explain it: each account's rate of such transfers before the
-      window (add-one, smoothed over neighbouring amounts: :meth:`_View.rate`) gives the chance
-      of the shape by habit (a Poisson: that many transfers of that range within the burst's
-      span, anywhere in the window (fans: in any of the amount bands or runs searched,
-      :func:`_bands`, and at any of the places a query looks for one), for fans and
-      gather-scatter, and for each payer of each layer of a bipartite or stack, the payers'
-      chances multiplied; for chains and cycles, each intermediate making such a transfer anyway
-      in the time it took to pass the money on), and a shape more likely than :data:`CHANCE` (one
-      in a thousand) is not reported. An account that pays six new people
-      every day makes no fan-out by doing it once more; a person who never did does.
-      A query looks for fans at the account (both ways), at each of its one-off payers (as a
-      fan-out's source) and at each of its one-off payees (as a fan-in's sink), so each of those
-      is held to CHANCE divided by their number (Bonferroni): a query's fans are a coincidence
-      at most one time in a thousand, however many neighbours the account has.
+      over the window, or over the account's own span of transfers without one) (merchants,
+      payroll processors, exchanges) take part in no shape; a fan larger than :data:`MAX_FAN` is
+      a hub's business, not a typology, and so on for every shape.
+    * **Not what the accounts do anyway: a stated model.** Each member's habit is its one-off
+      transfers of comparable amounts over everything it did in the lookback and the window
+      *outside the shape judged* (leave-one-out; add-one prior, smoothed over neighbouring
+      amounts: :meth:`_View.habit`). The chance of a burst by habit is the Gamma-Poisson
+      (negative binomial) predictive of that many such transfers within the burst's span
+      (:func:`_habit_tail`: the rate is estimated, not known); for fans, gather-scatter's two
+      bursts (both must be unlike the hub's habit) and each payer of a bipartite or stack layer;
+      for chains and cycles, each intermediate making such a transfer anyway in the time it took
+      to pass the money on, times the transfers the search could have followed there. A path's
+      hops are combined by Fisher's exact product test (cycles) or by their largest chance
+      (chains: every hop must be a pass-on). Every place and band a query searched multiplies the
+      chance (Bonferroni), and a shape more likely than :data:`CHANCE` (one in a thousand) is not
+      reported. Each finding's ``confidence`` is one minus that chance. An account that pays six
+      new people every day makes no fan-out by doing it once more; a person who never did does.
 
 ========================  ==============================================================
-fan-out / fan-in          one account pays (is paid by) 4 to 32 distinct accounts with
-                          comparable one-off transfers, one after the other at most
-                          :data:`HOP_HORIZON` apart (each spacing of :data:`FAN_GAPS`)
-cycle                     a time-ordered path of 3 to 10 hops back to the account, each hop
-                          passing the money on (2-hop back-and-forth is repayment)
+fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct accounts with
+                          one-off transfers (one amount band or any amounts), one after the
+                          other at most one spacing of :data:`FAN_GAPS` apart (12 h to 7 d)
+cycle                     a time-ordered path of 3 to 12 hops back to the account, each hop
+                          a pass-on (2-hop back-and-forth is repayment)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
                           one sink, after receiving it
-gather-scatter            2 to 16 comparable payments gathered by an account in a burst, then
-                          2 to 16 comparable payments out of it in a burst, scattering what was
-                          gathered (never more out than in at any time)
+gather-scatter            payments from 2 to 16 accounts gathered in a burst, then payments to
+                          2 to 16 others in a burst (:data:`SIDE_GAPS`, up to three weeks), both
+                          unlike the hub's habit, the sums' likeness graded
 bipartite                 2 to 10 payers and 2 to 10 payees (disjoint), at least 5 accounts,
-                          one-off transfers of comparable amounts in a burst (HOP_HORIZON
-                          apart), each account dealing with 2 or more of the other side
+                          one-off transfers of comparable amounts in a burst, each account
+                          dealing with 2 or more of the other side
 stack                     a bipartite (here a 2x2 layer will do) whose payees pass the money on
                           to a further layer of 2 or more accounts (or whose payers got it
-                          from one), after it arrived, no more than arrived: 3 layers
+                          from one), after it arrived: 3 layers
 random                    a time-ordered chain of 3 or more pass-through hops through distinct
-                          accounts that no other shape explains (mostly); a chain that is part
-                          of a cycle beyond the search's reach from the account is the cycle
-                          (its ends are searched for it)
+                          accounts that no other shape explains (mostly); a chain whose ends
+                          pay each other in time order is the cycle it is part of
 ========================  ==============================================================
 
 A fan-out or fan-in whose transfers all belong to a more specific shape (a scatter-gather's
@@ -75,58 +74,59 @@ where they follow the path (and event ids follow the path too).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
+from scipy.special import betainc
+
 from auditflow.typologies import (
-    AMOUNT_TOLERANCE,
-    HOP_HORIZON,
-    MAX_FEE,
+    MAX_HOP_HORIZON,
     PASSED_ON_TOLERANCE,
     SPLIT_RATIO,
     TYPOLOGIES,
+    TYPOLOGY_HORIZONS,
     TYPOLOGY_HUB_DEGREE,
     TYPOLOGY_HUB_SPAN,
+    conservation,
 )
-from auditflow.typologies import passes_on as _passes_on
-from evidence_graph.follow import Budget, follow_money, pass_through_path
 from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
 
 #: A pair of accounts with an earlier transfer this far before the window is a relationship.
 RELATIONSHIP_LOOKBACK = timedelta(days=35)
 #: Transfers read per account and direction (more than this: a hub).
 TYPOLOGY_NEIGHBOR_CAP = 400
-#: Fans: at least this many distinct counterparties (three payees or payers in a few days is
-#: every-day behaviour; more is evidence only where the chance test says the account's habits do
-#: not explain it), at most MAX_FAN.
-MIN_FAN = 4
+#: Fans: at least this many distinct counterparties (whether three payees in a few days are
+#: every-day behaviour or not is the chance test's question: a quiet account's three identical
+#: payments to new payees in an hour are not; two are a pair of payments), at most MAX_FAN.
+MIN_FAN = 3
 MAX_FAN = 32
 #: A burst: transfers that follow one another at most this far apart (gather-scatter's sides).
 BURST_GAP = timedelta(hours=12)
-#: The spacings at which fans are looked for: bursts (BURST_GAP) and the steps of one operation
-#: (HOP_HORIZON, as along a path): a fan spread over a day or two by a quiet account is as unlike
-#: its habits as one in an afternoon, and the chance test judges each over its own span.
-FAN_GAPS = (BURST_GAP, HOP_HORIZON)
-#: A multi-hop shape's transfers are unusual for its members: their median at least this many
-#: times the members' usual transfer (behaviour unlike the customer's own is the first AML signal).
-UNUSUAL_SHAPE = 1.0
-#: Shapes whose chance test already asks, for every paying member, how often it pays amounts of
-#: the shape's own range (fans; bipartite and stack layers): a further bar on their size against
-#: the members' usual transfer would only drop layers that split a sum into small parts. (Dropping
-#: it for gather-scatter, scatter-gather and chains as well added false positives on generated
-#: sets and found nothing more.)
-_JUDGED_BY_AMOUNT = frozenset({"fan-out", "fan-in", "bipartite", "stack"})
-#: Chance: a shape is reported only where its members' own habits (their rate of such transfers
-#: before the window) make it at most this likely by chance -- one coincidence in a thousand
+#: The spacings at which bursts (fans, layers) are looked for: hours to a week
+#: (:data:`~auditflow.typologies.TYPOLOGY_HORIZONS` but the longest): a fan spread over a week by
+#: a quiet account is as unlike its habits as one in an afternoon, and the chance test judges
+#: each over its own span (each spacing one more place looked at). Not three weeks: a run of
+#: payments at most three weeks apart takes in the whole of a slow account's one-off payments,
+#: and judged against what it does outside the run (nothing left) any account's life is a "fan".
+FAN_GAPS = TYPOLOGY_HORIZONS[:-1]
+#: Gather-scatter's two bursts, each judged by chance and the two together: up to three weeks
+#: apart (a gathering over a month, then its scattering).
+SIDE_GAPS = TYPOLOGY_HORIZONS
+#: Chance: a shape is reported only where its members' own habits (their such transfers outside
+#: the shape, :meth:`_View.habit`) make it at most this likely by chance -- one coincidence in a thousand
 #: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
 CHANCE = 1e-3
+#: The prior of a rate (no such transfer seen: one over the whole history) is spread evenly over
+#: this log-range of amounts (four decades, a dollar to ten thousand): a band of exact pass-ons is
+#: a small share of it, any amount at all the whole (amounts as a graded signal).
+PRIOR_AMOUNT_RANGE = math.log(1e4)
 #: Rates are judged over at least this long: transfers of one hour are one moment for a rate.
 RATE_RESOLUTION = timedelta(hours=1)
-MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 10
+MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 12
 MIN_CHAIN_HOPS = 3
 MAX_MIDS = 16
 MAX_SIDE = 10
@@ -135,9 +135,13 @@ MAX_SIDE = 10
 #: accounts with popular payees; three payers of the same two payees (or the reverse) already
 #: needs six one-off transfers to line up.
 MIN_LAYER_ACCOUNTS = 5
-#: Transfers followed per account and hop by the cycle and chain searches.
+#: The cycle and chain searches (:func:`_paths`): transfers followed per account and hop, paths
+#: kept per account reached, paths per search; the ways in and out of an account joined into
+#: chains, the least likely of each.
 PATH_FANOUT = 25
-PATH_BUDGET = Budget(max_nodes=400, max_edges=1500, max_seconds=None)
+PATH_LABELS = 4
+PATH_BUDGET = 3000
+CHAIN_SIDES = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,9 @@ class TypologyMatch:
     event_ids: tuple[str, ...]
     explanation: str
     hops: tuple[tuple[str, ...], ...] = field(default=())  # event ids of each step, in order
+    #: 1 - the chance that the members' own habits make such a shape (times the places the
+    #: search looked: see the module docstring); None where there was no history to judge by
+    confidence: float | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,7 +164,16 @@ class TypologyMatch:
             "event_ids": list(self.event_ids),
             "explanation": self.explanation,
             "hops": [list(h) for h in self.hops],
+            "confidence": self.confidence,
         }
+
+    def has_member(self, event_id: str) -> bool:
+        """Whether the transfer ``event_id`` is one of the instance's own."""
+        return event_id in self.event_ids
+
+
+def _confidence(chance: float | None) -> float | None:
+    return None if chance is None else max(0.0, 1.0 - chance)
 
 
 _MICROS = attrgetter("micros")
@@ -185,12 +201,16 @@ class _View:
         # (no self-loops), and where the window starts among them
         self._edges: dict[tuple[str, str], tuple[list[GraphEdge], int]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
-        self._amounts: dict[tuple[str, str], list[int]] = {}
+        self._amounts: dict[tuple[str, str], list[GraphEdge]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._hours: dict[str, float] = {}
+        self._habit_cents: dict[tuple[str, str], tuple[list[int], dict[str, int]]] = {}
+        self._branches: dict[str, int] = {}
+        self.cores: dict[tuple[str, str, int, timedelta], Any] = {}  # _core's answers
 
     def edge(self, event_id: str) -> GraphEdge:
         for edges in self._unindexed:
@@ -239,11 +259,18 @@ class _View:
         edges, at = self._edges[(node, direction)]
         return edges[:at]
 
-    def _history_amounts(self, node: str, direction: str) -> list[int]:
-        amounts = self._amounts.get((node, direction))
-        if amounts is None:
-            amounts = self._amounts[(node, direction)] = [_cents(e) for e in self._history(node, direction)]
-        return amounts
+    def _habit(self, node: str, direction: str) -> list[GraphEdge]:
+        """The account's one-off transfers that way (a pair with one transfer over lookback and
+        window) over the lookback and the window, in time order: the transfers a shape's steps
+        are like, whatever the account does outside the shape being judged."""
+        habit = self._amounts.get((node, direction))
+        if habit is None:
+            count = self._counts(node, direction)
+            habit = self._amounts[(node, direction)] = [
+                e for e in self._edges[(node, direction)][0]
+                if count[e.dst if direction == "out" else e.src] == 1]
+        return habit
+
 
     def is_hub(self, node: str) -> bool:
         hub = self._hub.get(node)
@@ -261,36 +288,66 @@ class _View:
             self._hub[node] = hub
         return hub
 
-    def median_amount(self, node: str, direction: str) -> int:
-        """The account's usual transfer that way: the median US-cent amount over the lookback
-        before the window (0 without history there)."""
-        amounts = sorted(self._history_amounts(node, direction))
-        return amounts[len(amounts) // 2] if amounts else 0
+    def branches(self, arrived: GraphEdge) -> int:
+        """How many one-off transfers the payee of ``arrived`` made out within
+        :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it arrived (at least 1): the ways
+        a search following the money could go on from there."""
+        key = arrived.event_id
+        n = self._branches.get(key)
+        if n is None:
+            outs = self.one_off([arrived.dst], "out")[arrived.dst]
+            lo = bisect_left(outs, arrived.micros, key=_MICROS)
+            hi = bisect_left(outs, to_micros(arrived.timestamp + MAX_HOP_HORIZON) + 1, key=_MICROS)
+            n = self._branches[key] = max(1, hi - lo)
+        return n
 
-    def rate(self, node: str, direction: str, low: int, high: int) -> float | None:
-        """The account's own rate (per hour) of transfers that way of ``low`` to ``high`` US
-        cents before the window, over the lookback it has history in: (count + 1) / hours, the
-        add-one estimate (a finite history never proves a rate of zero; an account without any
-        counts one such transfer over the whole lookback). ``None`` without a window start.
+    def habit(self, node: str, direction: str, low: int, high: int,
+              shape: frozenset[str] = frozenset()) -> tuple[float, float]:
+        """The account's own habit of one-off transfers that way of ``low`` to ``high`` US cents,
+        outside the ``shape`` being judged (its event ids): ``(count + prior, hours)`` over
+        everything the account did in the lookback and the window -- the Gamma posterior of its
+        rate (shape, rate per hour) from the add-one prior (a finite history never proves a rate
+        of zero), which :func:`_habit_tail` turns into the chance of a burst.
+
+        Leave-one-out: an account that pays a new payee every week makes no fan-out by paying
+        four in a month, whether its habit began before the window or in it; the shape's own
+        transfers are what is judged, so they never count as its habit. Only one-off transfers
+        count (paying the landlord again is no such step).
 
         The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
         range's share of that width. A few dozen payments are a sample: an account paying all
         sizes of amounts that happened to pay none in one band pays such amounts all the same."""
-        if self.start is None:
-            return None
-        self._load([node], "out")
-        self._load([node], "in")
-        seen = [e.timestamp for d in ("out", "in") for e in self._history(node, d)]
-        since = min(seen) if seen else self.start - RELATIONSHIP_LOOKBACK
-        hours = max((self.start - since) / timedelta(hours=1), 1.0)
-        amounts = self._history_amounts(node, direction)
-        count = sum(1 for c in amounts if low <= c <= high)
+        hours = self._hours.get(node)
+        if hours is None:
+            self._load([node], "out")
+            self._load([node], "in")
+            seen = [e.timestamp for d in ("out", "in") for e in self._edges[(node, d)][0]]
+            first = min(seen) if seen else None
+            if self.start is not None:
+                first = self.start - RELATIONSHIP_LOOKBACK if first is None else first
+            last = self.end if self.end is not None else (max(seen) if seen else None)
+            hours = self._hours[node] = (max((last - first) / timedelta(hours=1), 1.0)
+                                         if first is not None and last is not None else 1.0)
+        sorted_cents = self._habit_cents.get((node, direction))
+        if sorted_cents is None:
+            habit = self._habit(node, direction)
+            sorted_cents = self._habit_cents[(node, direction)] = (
+                sorted(_cents(e) for e in habit), {e.event_id: _cents(e) for e in habit})
+        cents, of_id = sorted_cents
+        mine = [of_id[i] for i in shape if i in of_id]  # the shape's own transfers: not its habit
+
+        def between(lo: float, hi: float) -> int:
+            return (bisect_right(cents, hi) - bisect_left(cents, lo)) - sum(1 for c in mine if lo <= c <= hi)
+
+        count: float = between(low, high)
         width = math.log(max(high, 1) / max(low, 1))
         if width > 0:
-            near = sum(1 for c in amounts if low <= c * SPLIT_RATIO and c <= high * SPLIT_RATIO)
+            near = between(low / SPLIT_RATIO, high * SPLIT_RATIO)
             count = max(count, near * width / (width + 2 * math.log(SPLIT_RATIO)))
-        return (count + 1) / hours
+        # the add-one prior spread over amounts: a band holds its share of PRIOR_AMOUNT_RANGE
+        width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
+        return count + min(1.0, width / PRIOR_AMOUNT_RANGE), hours
 
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
@@ -310,21 +367,21 @@ class _View:
         return {n: self._one_off[(n, direction)] for n in nodes}
 
 
-def _unusual(view: _View, edges: Sequence[GraphEdge], factor: float) -> bool:
-    """The shape moves more than its members usually do: the median of its transfers is at
-    least ``factor`` times the median, over its paying members, of their usual transfer."""
-    amounts = sorted(_cents(e) for e in edges)
-    usual = sorted(view.median_amount(x, "out") for x in {e.src for e in edges})
-    return bool(amounts) and amounts[len(amounts) // 2] >= factor * usual[len(usual) // 2]
+def _habit_tail(n: int, habit: tuple[float, float], hours: float) -> float:
+    """P(N >= n): the chance that an account with ``habit`` (``(a, t)``: ``a`` such transfers seen
+    over ``t`` hours, prior included) makes ``n`` or more in ``hours``. Not a Poisson at the
+    estimated rate ``a / t``: the rate is itself uncertain (a Gamma(a, t) posterior), and the
+    count over ``hours`` is its Gamma-Poisson (negative binomial) predictive -- an account seen
+    for a week is not known to the decimal, and bursts of ordinary business are likelier than a
+    Poisson at the point estimate says. Over a long quiet history it tends to the Poisson.
 
-
-def _poisson_tail(n: int, mu: float) -> float:
-    """P(N >= n) for N ~ Poisson(mu)."""
-    term = total = math.exp(-mu)
-    for k in range(1, n):
-        term *= mu / k
-        total += term
-    return max(0.0, 1.0 - total)
+    The tail is the regularised incomplete beta ``I_q(n, a)``, ``q = hours / (t + hours)``
+    (scipy's, exact down to the smallest chances, which a sum of the terms below ``n`` loses).
+    """
+    a, t = habit
+    if n <= 0:
+        return 1.0
+    return float(betainc(n, a, hours / (t + hours)))
 
 
 def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float | None:
@@ -337,12 +394,13 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
                       ) -> float | None:
     """How likely the members' own habits make bursts like ``layers``: for each layer and each of
     its members (``member(edge)``: the account whose transfer that way the edge is), P(at least
-    its number of the layer's transfers, of the layer's amount range, within the layer's span), a
-    Poisson with the account's own rate before the window (:meth:`_View.rate`) over the span (at
-    least :data:`RATE_RESOLUTION`); the product over members and layers (independent accounts),
-    times the number of spans like the whole one in the window (the shape is looked for anywhere
-    in it). ``None``: no history to judge by (no window start)."""
+    its number of the layer's transfers, of the layer's amount range, within the layer's span),
+    :func:`_habit_tail` of the account's habit outside the shape (:meth:`_View.habit`) over the
+    span (at least :data:`RATE_RESOLUTION`); the product over members and layers (independent
+    accounts), times the number of spans like the whole one in the window (the shape is looked
+    for anywhere in it)."""
     p = 1.0
+    shape = frozenset(e.event_id for edges in layers for e in edges)
     for edges in layers:
         low, high = min(_cents(e) for e in edges), max(_cents(e) for e in edges)
         stamps = sorted(e.timestamp for e in edges)
@@ -351,10 +409,7 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
         for e in edges:
             count[member(e)] = count.get(member(e), 0) + 1
         for x, k in sorted(count.items()):
-            lam = view.rate(x, direction, low, high)
-            if lam is None:
-                return None
-            p *= _poisson_tail(k, lam * hours)
+            p *= _habit_tail(k, view.habit(x, direction, low, high, shape), hours)
     stamps = sorted(e.timestamp for edges in layers for e in edges)
     span = max(stamps[-1] - stamps[0], RATE_RESOLUTION)
     tries = 1.0
@@ -365,24 +420,54 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
 
 def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None:
     """How likely the intermediates' own habits explain a pass-through chain: for each, the
-    chance that it makes a transfer within the pass-on band of what reached it anyway, in the
-    time it took to pass it on (a Poisson with its own rate, at least :data:`RATE_RESOLUTION`);
-    the chain: their product (independent accounts). ``None``: no history to judge by."""
+    chance that it makes a one-off transfer at least as close to what reached it as the one it
+    made (:func:`~auditflow.typologies.conservation`: a graded band, exact pass-on narrowest, mixed
+    funds wider) anyway, in the time it took to pass it on (:func:`_habit_tail` of its habit, at
+    least :data:`RATE_RESOLUTION`); the chain: their product (independent accounts)."""
     p = 1.0
-    for a, b in zip(path, path[1:]):
-        arrived = _cents(a)
-        lam = view.rate(a.dst, "out", math.floor(arrived * (1 - MAX_FEE)), math.ceil(arrived * (1 + AMOUNT_TOLERANCE)))
-        if lam is None:
-            return None
-        wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
-        p *= 1.0 - math.exp(-lam * wait)
+    for a, b in zip(path, path[1:], strict=False):
+        p *= _pass_on_chance(view, a, b)
     return p
+
+
+def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
+    """The evidence of one hop of a searched path, ``a`` then ``b``: :func:`_pass_on_chance`
+    times the transfers the search could have taken there instead (the intermediate's one-off
+    transfers out within :data:`~auditflow.typologies.MAX_HOP_HORIZON` after ``a`` arrived:
+    Bonferroni over the candidates it chose among). A hop the intermediate would make anyway
+    among its other payments scores above 1: it weakens a path instead of lengthening it, so
+    the least likely path stops where the evidence does."""
+    return _pass_on_chance(view, a, b) * view.branches(a)
+
+
+def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
+    """The chance that ``b``'s payer (``a``'s payee) makes a transfer like ``b`` within the time
+    between them anyway: see :func:`_passed_on_by_chance`."""
+    arrived, d = _cents(a), conservation(_cents(a), _cents(b))
+    spread = math.exp(min(d, 50.0))
+    habit = view.habit(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread),
+                       frozenset((b.event_id,)))
+    wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
+    return _habit_tail(1, habit, wait)
+
+
+def _sums_match_by_chance(gathered: int, scattered: int) -> float:
+    """How likely what an account scatters comes this close to what it gathered by chance: the
+    share of :data:`PRIOR_AMOUNT_RANGE` (amounts spread evenly over four decades in log) within
+    :func:`~auditflow.typologies.conservation` of it either way. Graded: passing on all but a
+    fee is a 2% chance, mixed funds (half of it, or 130%) one of 7 or 10, ten times as much
+    no evidence at all.
+
+    >>> round(_sums_match_by_chance(100_000, 96_000), 3), round(_sums_match_by_chance(100_000, 50_000), 3)
+    (0.023, 0.151)
+    """
+    return min(1.0, 2 * conservation(gathered, scattered) / PRIOR_AMOUNT_RANGE)
 
 
 def _burst(edges: Iterable[GraphEdge], gap: timedelta) -> bool:
     """The transfers follow one another, in time order, at most ``gap`` apart."""
     stamps = sorted(e.timestamp for e in edges)
-    return all(b - a <= gap for a, b in zip(stamps, stamps[1:]))
+    return all(b - a <= gap for a, b in zip(stamps, stamps[1:], strict=False))
 
 
 def _ids(edges: Iterable[GraphEdge]) -> tuple[str, ...]:
@@ -422,38 +507,42 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     if view.is_hub(center):
         return []
     edges = view.one_off([center], direction)[center]
-    runs = list({tuple(e.event_id for e in r): r for gap in FAN_GAPS for r in _runs(edges, gap)
-                 if len(r) >= MIN_FAN}.values())
+    runs: dict[tuple[str, ...], list[GraphEdge]] = {}
+    for gap in FAN_GAPS:
+        # per spacing, every band's runs and the runs of any amounts (the chance test weighs a
+        # wide range of amounts as weaker evidence); a run of more than MAX_FAN, and any run at
+        # that spacing sharing a transfer with one, is part of a bigger operation (a hub's business)
+        at_gap = [r for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)] if len(r) >= MIN_FAN]
+        bigger = {e.event_id for r in at_gap if len(r) > MAX_FAN for e in r}
+        for r in at_gap:
+            if not bigger.intersection(e.event_id for e in r):
+                runs.setdefault(tuple(e.event_id for e in r), r)
     if not runs:
         return []
-    # a run of more than MAX_FAN, and any run sharing a transfer with one, is part of a bigger
-    # operation (a hub's business)
-    bigger = {e.event_id for r in runs if len(r) > MAX_FAN for e in r}
-    # every band, and every run not inside another, looked at: each a chance for a coincidence
-    sets = [frozenset(e.event_id for e in r) for r in runs]
-    searched = max(_bands(edges), sum(1 for a in sets if not any(a < b for b in sets)))
+    # every band and spacing, and every run not inside another, looked at: each a chance for a
+    # coincidence
+    sets = [frozenset(k) for k in runs]
+    searched = max(_bands(edges) * len(FAN_GAPS), sum(1 for a in sets if not any(a < b for b in sets)))
     ranked = []
-    for fan in runs:
-        if bigger.intersection(e.event_id for e in fan):
-            continue
+    for fan in runs.values():
         chance = _by_chance(view, center, direction, fan)
         if chance is not None and chance * searched * tests > CHANCE:  # what this account does anyway
             continue
         during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
         if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
             continue
-        ranked.append((0.0 if chance is None else chance, -len(fan), _ids(fan), fan))
+        ranked.append((0.0 if chance is None else chance * searched * tests, -len(fan), _ids(fan), fan))
     name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
     found: list[TypologyMatch] = []
     taken: set[str] = set()
-    for _, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
+    for chance, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
         if taken.intersection(ids):
             continue
         taken.update(ids)
         parties = {e.dst if direction == "out" else e.src for e in fan}
         found.append(TypologyMatch(name, tuple(sorted({center, *parties})), ids,
-                                   f"{center} {verb} {len(parties)} accounts in a burst of comparable "
-                                   "one-off transfers", (ids,)))
+                                   f"{center} {verb} {len(parties)} accounts in a burst of "
+                                   "one-off transfers", (ids,), _confidence(chance)))
     return found
 
 
@@ -461,36 +550,52 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
 
 
 def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | None:
-    """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``)."""
+    """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``):
+    2 to MAX_MIDS intermediates, each paid by the source and paying the sink after it was paid,
+    within :data:`~auditflow.typologies.MAX_HOP_HORIZON` (one-off transfers). Judged by chance:
+    every intermediate but one passing the money on to the same account anyway (each
+    :func:`_pass_on_chance`, graded by how close what it passed on is to what it got), times the
+    other ends examined; the least likely such shape, if at most CHANCE."""
     if view.is_hub(end_):
         return None
     down = direction == "out"
     first_hop = view.one_off([end_], direction)[end_]
     mids = [e.dst if down else e.src for e in first_hop]
     second = view.one_off(mids, direction)
-    per_other: dict[str, dict[str, tuple[GraphEdge, GraphEdge]]] = {}
+    per_other: dict[str, dict[str, tuple[GraphEdge, GraphEdge, float]]] = {}
     for e1 in first_hop:
         m = e1.dst if down else e1.src
         for e2 in second[m]:
             other = e2.dst if down else e2.src
-            # in time order, the money passed on: scatter (s -> m) before gather (m -> t)
+            # in time order: scatter (s -> m) before gather (m -> t)
             s_m, m_t = (e1, e2) if down else (e2, e1)
-            if (other not in (end_, m) and s_m.timestamp <= m_t.timestamp <= s_m.timestamp + HOP_HORIZON
-                    and _passes_on(_cents(s_m), _cents(m_t))):
-                per_other.setdefault(other, {}).setdefault(m, (s_m, m_t))
-    best = None
+            if other in (end_, m) or not s_m.timestamp <= m_t.timestamp <= s_m.timestamp + MAX_HOP_HORIZON:
+                continue
+            p = _pass_on_chance(view, s_m, m_t)
+            best_m = per_other.setdefault(other, {}).get(m)
+            if best_m is None or p < best_m[2]:
+                per_other[other][m] = (s_m, m_t, p)
+    tries = max(1, sum(1 for by_mid in per_other.values() if len(by_mid) >= 2))
+    best: tuple[float, int, str, dict[str, tuple[GraphEdge, GraphEdge, float]]] | None = None
     for other, by_mid in sorted(per_other.items()):
-        if 2 <= len(by_mid) <= MAX_MIDS and (best is None or len(by_mid) > len(best[1])):
-            best = (other, by_mid)
+        if not 2 <= len(by_mid) <= MAX_MIDS:
+            continue
+        ps = sorted(p for _, _, p in by_mid.values())
+        chance = min(1.0, tries * math.prod(ps[:-1]))  # one mid may pay the sink anyway: it chose it
+        if chance > CHANCE:
+            continue
+        key = (chance, -len(by_mid), other, by_mid)
+        if best is None or key[:3] < best[:3]:
+            best = key
     if best is None:
         return None
-    other, by_mid = best
+    chance, _, other, by_mid = best
     source, sink = (end_, other) if down else (other, end_)
     scatter = [p[0] for p in by_mid.values()]
     gather = [p[1] for p in by_mid.values()]
     return TypologyMatch("scatter-gather", tuple(sorted({source, sink, *by_mid})), _ids(scatter + gather),
                          f"{source} scatters to {len(by_mid)} accounts that each pass the money on to {sink}",
-                         (_ids(scatter), _ids(gather)))
+                         (_ids(scatter), _ids(gather)), _confidence(chance))
 
 
 # ------------------------------------------------------------------ gather-scatter
@@ -512,86 +617,85 @@ def _runs(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[GraphEdge]]:
     return list(out.values())
 
 
-def _cash_flow(ins: Sequence[GraphEdge], outs: Sequence[GraphEdge]) -> bool:
-    """At no time has more left the account than had reached it (within AMOUNT_TOLERANCE)."""
-    gathered, scattered = 0, 0
-    events = sorted([(e.timestamp, 0, e) for e in ins] + [(e.timestamp, 1, e) for e in outs],
-                    key=lambda x: (x[0], x[1], x[2].event_id))
-    for _, kind, e in events:
-        if kind == 0:
-            gathered += _cents(e)
-        else:
-            scattered += _cents(e)
-            if scattered > gathered * (1 + AMOUNT_TOLERANCE):
-                return False
-    return True
-
-
 def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
-    """Comparable payments from 2 to MAX_MIDS accounts gathered in a burst, then comparable
-    payments to 2 to MAX_MIDS other accounts scattering it: what leaves passes on what arrived
-    (the pass-on band), never more than had arrived at any time, the whole a burst (transfers at
-    most HOP_HORIZON apart), and unlike the hub's own habits both ways (:func:`_by_chance`:
-    the chance of both bursts, times the number of pairs of bursts examined -- each was a chance
-    for a coincidence -- at most CHANCE). The largest such shape (the most transfers)."""
+    """Payments from 2 to MAX_MIDS accounts gathered in a burst (one-off transfers at most one
+    spacing of SIDE_GAPS apart, one amount band or any amounts), then payments to 2 to MAX_MIDS
+    other accounts in a burst, starting after the gathering did and within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it ended. Amounts are no gate (mixed
+    funds): each burst is judged by the hub's own habits (:func:`_by_chance` over the burst's own
+    amount range and span: a narrow range is rarer, stronger evidence), the shape by the chance
+    of both, times the pairs of bursts examined -- each was a chance for a coincidence -- at most
+    CHANCE. The least likely such shape (then the most transfers)."""
     if view.is_hub(hub):
         return None
-    # each side a fan: a burst (BURST_GAP) of comparable transfers
-    gathers = [g for g in _runs(view.one_off([hub], "in")[hub], BURST_GAP)
-               if 2 <= len({e.src for e in g}) and len(g) <= MAX_MIDS]
-    scatters = [x for x in _runs(view.one_off([hub], "out")[hub], BURST_GAP)
-                if 2 <= len({e.dst for e in x}) and len(x) <= MAX_MIDS]
-    best: tuple[int, list[GraphEdge], list[GraphEdge]] | None = None
-    tried = 0  # pairs of bursts examined: each was a chance for a coincidence
+    ins_all, outs_all = view.one_off([hub], "in")[hub], view.one_off([hub], "out")[hub]
+
+    def bursts(edges: Sequence[GraphEdge], party) -> list[list[GraphEdge]]:
+        out: dict[tuple[str, ...], list[GraphEdge]] = {}
+        for gap in SIDE_GAPS:
+            for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)]:
+                if len({party(e) for e in r}) >= 2 and len(r) <= MAX_MIDS:
+                    out.setdefault(tuple(e.event_id for e in r), r)
+        return list(out.values())
+
+    gathers = bursts(ins_all, lambda e: e.src)
+    scatters = bursts(outs_all, lambda e: e.dst)
+    chance_of: dict[tuple[str, tuple[str, ...]], float] = {}
+
+    def chance(direction: str, edges: list[GraphEdge]) -> float:
+        key = (direction, tuple(e.event_id for e in edges))
+        if key not in chance_of:
+            c = _by_chance(view, hub, direction, edges)
+            chance_of[key] = 1.0 if c is None else c
+        return chance_of[key]
+
+    pairs = []
     for g in gathers:
         sources = {e.src for e in g}
-        got = sum(_cents(e) for e in g)
         for sc in scatters:
             # the scatter starts after the gather did and within the horizon after it ended
-            if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + HOP_HORIZON:
+            if not g[0].timestamp <= sc[0].timestamp <= g[-1].timestamp + MAX_HOP_HORIZON:
                 continue
-            tried += 1
             outs = [e for e in sc if e.dst not in sources]
-            if len({e.dst for e in outs}) < 2:
+            ins = [e for e in g if e.timestamp <= outs[-1].timestamp] if outs else []
+            if len({e.dst for e in outs}) < 2 or len({e.src for e in ins}) < 2:
                 continue
-            # what leaves: the scatter's transfers in time order while they fit what arrived
-            # (a prefix: skipping a payment to fit a later one would let any busy account's
-            # payments add up to what arrived)
-            kept, total = [], 0
-            for e in outs:
-                if total + _cents(e) > got * (1 + AMOUNT_TOLERANCE):
-                    break
-                kept.append(e)
-                total += _cents(e)
-            if not kept:
-                continue
-            ins = [e for e in g if e.timestamp <= kept[-1].timestamp]  # gathered after: not scattered
-            if (len({e.dst for e in kept}) < 2 or len({e.src for e in ins}) < 2
-                    or not _passes_on(sum(_cents(e) for e in ins), total) or not _cash_flow(ins, kept)
-                    or not _burst([*ins, *kept], HOP_HORIZON)):
-                continue
-            size = len(ins) + len(kept)
-            if best is None or size > best[0]:
-                best = (size, ins, kept)
+            pairs.append((ins, outs))
+    best: tuple[float, int, tuple[str, ...], list[GraphEdge], list[GraphEdge]] | None = None
+    tries = max(1, len(gathers) * len(scatters))  # every pair of bursts examined
+    for ins, outs in pairs:
+        # both bursts unlike the hub's habits (the larger chance of the two: a shape whose one
+        # side is every-day business is not this shape), the sums' likeness graded on top
+        c = min(1.0, tries * _combined([max(chance("in", ins), chance("out", outs)),
+                                        _sums_match_by_chance(sum(map(_cents, ins)), sum(map(_cents, outs)))]))
+        key = (c, -(len(ins) + len(outs)), _ids(ins + outs), ins, outs)
+        if c <= CHANCE and (best is None or key[:3] < best[:3]):
+            best = key
     if best is None:
         return None
-    _, ins, outs = best
-    p_in, p_out = _by_chance(view, hub, "in", ins), _by_chance(view, hub, "out", outs)
-    if p_in is not None and p_out is not None and tried * p_in * p_out > CHANCE:
-        return None
+    c, _, _, ins, outs = best
     return TypologyMatch("gather-scatter", tuple(sorted({hub, *(e.src for e in ins), *(e.dst for e in outs)})),
                          _ids(ins + outs),
-                         f"{hub} gathers {len(ins)} comparable payments and scatters them to {len(outs)} accounts",
-                         (_ids(ins), _ids(outs)))
+                         f"{hub} gathers {len(ins)} payments and scatters them to {len(outs)} accounts",
+                         (_ids(ins), _ids(outs)), _confidence(c))
 
 
 # ------------------------------------------------------------------ bipartite and stack
 
 
-def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
+def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS, gap: timedelta = FAN_GAPS[1]
           ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
+    """:func:`_find_core`, once per view and arguments (a query asks again from every center)."""
+    key = (v, side, min_accounts, gap)
+    if key not in view.cores:
+        view.cores[key] = _find_core(view, v, side, min_accounts, gap)
+    return view.cores[key]
+
+
+def _find_core(view: _View, v: str, side: str, min_accounts: int, gap: timedelta
+               ) -> tuple[list[str], list[str], list[GraphEdge]] | None:
     """A many-to-many layer A -> B with ``v`` in A (``side="left"``) or B: one-off transfers of
-    comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most HOP_HORIZON
+    comparable amounts (one band [low, SPLIT_RATIO * low]) in one burst (at most ``gap``
     apart), every account of each side dealing with at least two of the other (the 2-core),
     2 to MAX_SIDE accounts a side, MIN_LAYER_ACCOUNTS in all. Of the bands of ``v``'s own
     transfers, the layer with the most transfers (ties: the lower band)."""
@@ -608,12 +712,23 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         return None
     # candidate bands: any that holds one of v's transfers, from the amounts around
     around = [e for b in view.one_off(sorted({far_of(e, fwd) for e in mine}), back).values() for e in b]
-    lows = {_cents(e) for e in (*mine, *around)
-            if min(map(_cents, mine)) <= SPLIT_RATIO * _cents(e) and _cents(e) <= max(map(_cents, mine))}
+    pool = sorted({e.event_id: e for e in (*mine, *around)}.values(), key=lambda e: (_cents(e), e.event_id))
+    cents = [_cents(e) for e in pool]
+    lows = sorted({c for c in cents if min(map(_cents, mine)) <= SPLIT_RATIO * c and c <= max(map(_cents, mine))})
     best: tuple[list[str], list[str], list[GraphEdge]] | None = None
-    for low in sorted(lows):
-        def band(e: GraphEdge) -> bool:
-            return low <= _cents(e) <= SPLIT_RATIO * max(1, low)
+    tried: set[frozenset[str]] = set()
+    bands: set[frozenset[str]] = set()
+    for low in lows:
+        # the band's transfers: a run of the pool by amount (every transfer the layer can hold is
+        # v's own or one into (out of) v's counterparties, all in the pool)
+        lo, hi = bisect_left(cents, low), bisect_right(cents, SPLIT_RATIO * max(1, low))
+        in_band = frozenset(e.event_id for e in pool[lo:hi])
+        if in_band in bands:
+            continue
+        bands.add(in_band)
+
+        def band(e: GraphEdge, in_band: frozenset[str] = in_band) -> bool:
+            return e.event_id in in_band
         far = {far_of(e, fwd) for e in mine if band(e)}
         if len(far) < 2:
             continue
@@ -626,8 +741,12 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         near = {v} | {u for u, c in count.items() if c >= 2 and u not in far}
         fwd_of = view.one_off(sorted(near), fwd)
         edges = [e for a in near for e in fwd_of[a] if far_of(e, fwd) in far and band(e)]
+        key = frozenset(e.event_id for e in edges)
+        if key in tried:  # another band's candidates exactly: the same layer
+            continue
+        tried.add(key)
         for _ in range(4 * MAX_SIDE):  # prune to the core, in the burst that holds v's transfers
-            runs = _runs_in_time(edges, HOP_HORIZON)
+            runs = _runs_in_time(edges, gap)
             edges = max(runs, key=lambda r: (sum(1 for e in r if near_of(e) == v), len(r))) if runs else []
             deg_near: dict[str, int] = {}
             deg_far: dict[str, int] = {}
@@ -641,7 +760,7 @@ def _core(view: _View, v: str, side: str, min_accounts: int = MIN_LAYER_ACCOUNTS
         near = {near_of(e) for e in edges}
         far = {far_of(e, fwd) for e in edges}
         if (v not in near or not 2 <= len(near) <= MAX_SIDE or not 2 <= len(far) <= MAX_SIDE or near & far
-                or len(near) + len(far) < min_accounts or not _burst(edges, HOP_HORIZON)):
+                or len(near) + len(far) < min_accounts or not _burst(edges, gap)):
             continue
         if best is None or len(edges) > len(best[2]):
             left, right = (near, far) if side == "left" else (far, near)
@@ -661,7 +780,7 @@ def _runs_in_time(edges: Sequence[GraphEdge], gap: timedelta) -> list[list[Graph
 
 
 def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], used: set[str],
-                forward: bool) -> tuple[list[str], list[GraphEdge]] | None:
+                forward: bool, gap: timedelta) -> tuple[list[str], list[GraphEdge]] | None:
     """A further layer of 2+ accounts each dealing with 2+ of ``layer``: after it (``forward``:
     the layer passes on what ``inflow`` brought, no more, after it arrived) or before it (the
     layer got from them, before it paid ``inflow`` on)."""
@@ -689,135 +808,262 @@ def _next_layer(view: _View, layer: Sequence[str], inflow: Sequence[GraphEdge], 
         count[y] = count.get(y, 0) + 1
     nxt = sorted(y for y, c in count.items() if c >= 2)
     edges = [e for e in edges if (e.dst if forward else e.src) in nxt]
-    if not 2 <= len(nxt) <= MAX_SIDE or not _burst([*inflow, *edges], HOP_HORIZON):
+    if not 2 <= len(nxt) <= MAX_SIDE or not _burst([*inflow, *edges], gap):
         return None
     return nxt, sorted(edges, key=lambda e: e.cap_key)
 
 
 def _bipartite_and_stack(view: _View, v: str) -> list[TypologyMatch]:
+    """The layers around ``v`` at each spacing of FAN_GAPS (each a place looked at): per side,
+    the least likely one, if at most CHANCE."""
     if view.is_hub(v):
         return []
     found: dict[tuple[str, ...], TypologyMatch] = {}
     for side in ("left", "right"):
-        core = _core(view, v, side, 4)  # a square only as a layer of a stack (below)
-        if core is None:
-            continue
-        # the same layer from every member: as its first payer finds it, where that holds v
-        again = _core(view, core[0][0], "left", 4)
-        if again is not None and v in (*again[0], *again[1]):
-            core = again
-        a, b, edges = core
-        used = set(a) | set(b)
-        after = _next_layer(view, b, edges, used, True)
-        before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False)
-        steps = [x for x in (before and before[1], edges, after and after[1]) if x]
-        chance = _layers_by_chance(view, steps, lambda e: e.src)
-        if chance is not None and chance > CHANCE:  # what these accounts do anyway
-            continue
-        if after is None and before is None:
-            if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
-                continue
-            m = TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
-                              f"{len(a)} accounts each pay several of the same {len(b)} accounts",
-                              (_ids(edges),))
-        else:
-            layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
-            m = TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
-                              _ids(e for st in steps for e in st),
-                              f"money moves through {len(layers)} layers of "
-                              f"{', '.join(str(len(lay)) for lay in layers)} accounts",
-                              tuple(_ids(st) for st in steps))
-        found.setdefault(m.event_ids, m)
+        best: tuple[float, TypologyMatch] | None = None
+        for gap in FAN_GAPS:
+            got = _layered(view, v, side, gap)
+            if got is not None and (best is None or got[0] < best[0]):
+                best = got
+        if best is not None:
+            found.setdefault(best[1].event_ids, best[1])
     return list(found.values())
+
+
+def _layered(view: _View, v: str, side: str, gap: timedelta) -> tuple[float, TypologyMatch] | None:
+    core = _core(view, v, side, 4, gap)  # a square only as a layer of a stack (below)
+    if core is None:
+        return None
+    # the same layer from every member: as its first payer finds it, where that holds v
+    again = _core(view, core[0][0], "left", 4, gap)
+    if again is not None and v in (*again[0], *again[1]):
+        core = again
+    a, b, edges = core
+    used = set(a) | set(b)
+    after = _next_layer(view, b, edges, used, True, gap)
+    before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False, gap)
+    steps = [x for x in (before and before[1], edges, after and after[1]) if x]
+    chance = _layers_by_chance(view, steps, lambda e: e.src)
+    chance = 1.0 if chance is None else min(1.0, chance * len(FAN_GAPS))
+    if chance > CHANCE:  # what these accounts do anyway
+        return None
+    if after is None and before is None:
+        if len(used) < MIN_LAYER_ACCOUNTS:  # a lone square: what chance builds
+            return None
+        return chance, TypologyMatch("bipartite", tuple(sorted(used)), _ids(edges),
+                                     f"{len(a)} accounts each pay several of the same {len(b)} accounts",
+                                     (_ids(edges),), _confidence(chance))
+    layers = [x for x in (before and before[0], a, b, after and after[0]) if x]
+    return chance, TypologyMatch("stack", tuple(sorted({y for lay in layers for y in lay})),
+                                 _ids(e for st in steps for e in st),
+                                 f"money moves through {len(layers)} layers of "
+                                 f"{', '.join(str(len(lay)) for lay in layers)} accounts",
+                                 tuple(_ids(st) for st in steps), _confidence(chance))
 
 
 # ------------------------------------------------------------------ cycle and chains (the shared search)
 
 
-def _flows(view: _View, v: str):
-    # only transfers carrying the bulk of the money on: a layering path (checked exactly after)
-    kw = dict(start=view.start, end=view.end, hop_horizon=HOP_HORIZON, fanout_cap=PATH_FANOUT,
-              amount_tolerance=PASSED_ON_TOLERANCE, min_share=1 - MAX_FEE,
-              hub_degree=TYPOLOGY_NEIGHBOR_CAP, budget=PATH_BUDGET, horizon_from_root=False)
-    return follow_money(view.store, v, "out", **kw), follow_money(view.store, v, "in", **kw)
+def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
+    """Time-respecting paths of one-off transfers from ``v``: ``forward``, the money it paid on
+    (each transfer after the one before, within MAX_HOP_HORIZON), else back to where its money
+    came from (each before the one after it), through distinct non-hub accounts, up to
+    MAX_CYCLE_HOPS transfers; a path back is listed from ``v`` outwards. At most PATH_LABELS paths
+    reach an account (the fewest hops first) and PATH_FANOUT leave one (what passes on the
+    amount most closely first, then the soonest), PATH_BUDGET paths in all. A path that comes back
+    to ``v`` ends there (a cycle; forward only)."""
+    d = "out" if forward else "in"
 
+    def far(e: GraphEdge) -> str:
+        return e.dst if forward else e.src
 
-def _cycle(view: _View, v: str, down, up) -> TypologyMatch | None:
-    best: list[GraphEdge] | None = None
-    candidates: list[list[GraphEdge]] = []
-    for e, _hop in down.edges.values():  # a path of the search closing on v
-        if e.dst == v and e.src in down.nodes:
-            candidates.append([*down.nodes[e.src].path, e])
-    for m, there in down.nodes.items():  # or a path out to m and another back from m
-        back = up.nodes.get(m)
-        if m == v or back is None or not there.path or not back.path:
-            continue
-        candidates.append([*there.path, *back.path])  # starting at v
-        candidates.append([*back.path, *there.path])  # starting at m, through v
-    for path in candidates:
-        accounts = [path[0].src] + [e.dst for e in path]
-        if (not MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS or accounts[0] != accounts[-1]
-                or v not in accounts
-                or len(set(accounts[:-1])) != len(path) or not pass_through_path(path)
-                or any(view.is_hub(x) for x in accounts)):
-            continue
-        chance = _passed_on_by_chance(view, path)
-        if chance is not None and chance > CHANCE:  # what these accounts do anyway
-            continue
-        key = (len(path), path[0].timestamp, [e.event_id for e in path])
-        if best is None or key < (len(best), best[0].timestamp, [e.event_id for e in best]):
-            best = path
-    if best is None:
-        return None
-    accounts = tuple([best[0].src] + [e.dst for e in best[:-1]])
-    return TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
-                         f"money from {accounts[0]} returns to it in {len(best)} hops, passed on at every hop",
-                         tuple((e.event_id,) for e in best))
-
-
-def _longest_prefix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
-    out: list[GraphEdge] = []
-    for e in path:
-        if out and not pass_through_path([out[-1], e]):
+    out: list[tuple[GraphEdge, ...]] = []
+    frontier: list[tuple[GraphEdge, ...]] = [()]
+    reached: dict[str, int] = {}
+    for _ in range(MAX_CYCLE_HOPS):
+        nxt: list[tuple[GraphEdge, ...]] = []
+        ends = {v if not p else far(p[-1]) for p in frontier}
+        edges_of = view.one_off(sorted(ends), d)
+        for path in frontier:
+            end = v if not path else far(path[-1])
+            seen = {v, *(far(e) for e in path)}
+            cands = []
+            for e in edges_of[end]:
+                if path:
+                    last = path[-1]
+                    ok = (last.timestamp <= e.timestamp <= last.timestamp + MAX_HOP_HORIZON if forward
+                          else last.timestamp - MAX_HOP_HORIZON <= e.timestamp <= last.timestamp)
+                    if not ok:
+                        continue
+                if far(e) == v:
+                    if forward and len(path) + 1 >= MIN_CYCLE_HOPS:
+                        out.append((*path, e))
+                    continue
+                if far(e) in seen:
+                    continue
+                if path:
+                    a, b = (path[-1], e) if forward else (e, path[-1])
+                    rank = (conservation(_cents(a), _cents(b)), abs(e.micros - path[-1].micros))
+                else:
+                    rank = (0.0, 0)
+                cands.append((rank, e.event_id, e))
+            for _, _, e in sorted(cands, key=lambda c: c[:2])[:PATH_FANOUT]:
+                if reached.get(far(e), 0) >= PATH_LABELS:
+                    continue
+                reached[far(e)] = reached.get(far(e), 0) + 1
+                nxt.append((*path, e))
+                out.append((*path, e))
+                if len(out) >= PATH_BUDGET:
+                    return out
+        frontier = nxt
+        if not frontier:
             break
-        out.append(e)
     return out
 
 
-def _longest_suffix(path: Sequence[GraphEdge]) -> list[GraphEdge]:
-    out: list[GraphEdge] = []
-    for e in reversed(path):
-        if out and not pass_through_path([e, out[0]]):
-            break
-        out.insert(0, e)
-    return out
+def _accounts(path: Sequence[GraphEdge]) -> list[str]:
+    return [path[0].src, *(e.dst for e in path)]
 
 
-def _chain(view: _View, v: str, down, up) -> TypologyMatch | None:
-    outs = [_longest_prefix(r.path) for r in down.nodes.values() if r.path]
-    ins = [_longest_suffix(r.path) for r in up.nodes.values() if r.path]
-    outs.append([])
-    ins.append([])
-    best: list[GraphEdge] = []
-    for before in ins:
-        for after in outs:
-            path = before + after
-            if len(path) <= len(best) or len(path) < MIN_CHAIN_HOPS:
-                continue
-            if before and after and not pass_through_path([before[-1], after[0]]):
-                continue
-            accounts = [path[0].src] + [e.dst for e in path]
-            if len(set(accounts)) != len(accounts) or any(view.is_hub(x) for x in accounts):
-                continue
-            chance = _passed_on_by_chance(view, path)
-            if chance is not None and chance > CHANCE:  # what these accounts do anyway
-                continue
-            best = path
-    if len(best) < MIN_CHAIN_HOPS:
+def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float],
+                    every_hop: bool = False) -> float:
+    """How likely a path like this one is by chance: its hops' :func:`_hop_chance` (each at most
+    1, computed once per search) combined by :func:`_combined`; ``every_hop``: by the largest of
+    them instead, ``max ** hops`` (the exact chance that ``hops`` independent uniform chances are
+    all that small) -- a chain is a chain of pass-ons only if every hop is one, and one very
+    unlikely hop among ordinary payments makes no chain.
+
+    >>> f"{_combined([1e-6, 0.5, 0.5]):.2e}", 0.5 ** 3
+    ('3.29e-05', 0.125)
+    """
+    ps = []
+    for a, b in zip(path, path[1:], strict=False):
+        key = (a.event_id, b.event_id)
+        if key not in cache:
+            cache[key] = min(1.0, _hop_chance(view, a, b))
+        ps.append(cache[key])
+    if every_hop:
+        return max(ps, default=1.0) ** len(ps)
+    return _combined(ps)
+
+
+def _combined(chances: Sequence[float]) -> float:
+    """The chance that independent tests, each as likely as its own chance under no laundering
+    (uniform), give a product at most that of ``chances``: ``x * sum((-ln x)^k / k!)`` for ``k``
+    below their number, ``x`` the product (Fisher's method, exact). Multiplying chances alone
+    would make any long enough path of ordinary hops look improbable: ten hops each as likely
+    as not multiply to 0.001, which ten uniform chances do five times in six.
+
+    >>> round(_combined([0.5] * 10), 3), _combined([0.001]), round(_combined([1e-3, 1e-3]), 7)
+    (0.837, 0.001, 1.48e-05)
+    """
+    x = math.prod(chances)
+    if x <= 0.0:
+        return 0.0
+    term = total = 1.0
+    for k in range(1, len(chances)):
+        term *= -math.log(x) / k
+        total += term
+    return min(1.0, x * total)
+
+
+def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, TypologyMatch | None]:
+    """The least likely cycle through ``v`` and the least likely chain through it (each judged
+    by :func:`_passed_on_by_chance` times the candidates examined, at most CHANCE)."""
+    if view.is_hub(v):
+        return None, None
+    down, up = _paths(view, v, True), _paths(view, v, False)
+    cache: dict[tuple[str, str], float] = {}
+    cycles: list[tuple[GraphEdge, ...]] = [p for p in down if p[-1].dst == v]
+    by_start: dict[str, list[tuple[GraphEdge, ...]]] = {}
+    for p in up:  # listed from v outwards: the money's way, reversed
+        by_start.setdefault(p[-1].src, []).append(tuple(reversed(p)))
+    for p in down:
+        if p[-1].dst == v:
+            continue
+        for back in by_start.get(p[-1].dst, ()):  # v -> ... -> s, then s -> ... -> v before it
+            if not back[-1].timestamp <= p[0].timestamp <= back[-1].timestamp + MAX_HOP_HORIZON:
+                continue  # v passes on what reached it, after it did
+            path = (*back, *p)
+            accounts = _accounts(path)
+            if (MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS and accounts[0] == accounts[-1]
+                    and len(set(accounts[:-1])) == len(path)):
+                cycles.append(path)
+    cycle = None
+    # where the searches start: each of v's one-off transfers (the hops beyond are counted by
+    # _hop_chance)
+    starts = max(1, len(view.one_off([v], "out")[v]) + len(view.one_off([v], "in")[v]))
+    if cycles:
+        tries = starts
+        chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in cycles)
+        if chance <= CHANCE:
+            accounts = tuple(_accounts(best)[:-1])
+            cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
+                                  f"money from {accounts[0]} returns to it in {len(best)} hops over "
+                                  f"{_span(best)}, passed on at every hop",
+                                  tuple((e.event_id,) for e in best), _confidence(chance))
+    # chains: a way in, v, a way out (either may be empty), through distinct accounts
+    outs = [p for p in down if p[-1].dst != v]
+    ins = [tuple(reversed(p)) for p in up]
+    top_out = sorted(outs, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
+    top_in = sorted(ins, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
+    chains: list[tuple[GraphEdge, ...]] = [p for p in (*outs, *ins) if len(p) >= MIN_CHAIN_HOPS]
+    for before in top_in:
+        for after in top_out:
+            path = (*before, *after)
+            if (before[-1].timestamp <= after[0].timestamp <= before[-1].timestamp + MAX_HOP_HORIZON
+                    and len(path) >= MIN_CHAIN_HOPS and len(set(_accounts(path))) == len(path) + 1):
+                chains.append(path)
+    chain = None
+    if chains:
+        tries = starts
+        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=True) * tries, [e.event_id for e in c], c)
+                              for c in chains)
+        ring = _closing(view, best) if chance <= CHANCE else None
+        if ring is not None:
+            # the chain's ends pay each other in time order: a cycle the search from v could not
+            # close within its reach -- reported as the cycle
+            ring_chance = chance
+            if ring_chance <= CHANCE and (cycle is None or _confidence(ring_chance) > (cycle.confidence or 0.0)):
+                accounts = tuple(_accounts(ring)[:-1])
+                cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in ring),
+                                      f"money from {accounts[0]} returns to it in {len(ring)} hops over "
+                                      f"{_span(ring)}, passed on at every hop",
+                                      tuple((e.event_id,) for e in ring), _confidence(ring_chance))
+                return cycle, None
+        if chance <= CHANCE:
+            chain = TypologyMatch("random", tuple(_accounts(best)), tuple(e.event_id for e in best),
+                                  f"{v} lies on a time-ordered chain of {len(best)} transfers over "
+                                  f"{_span(best)}, each passing the money on",
+                                  tuple((e.event_id,) for e in best), _confidence(chance))
+    return cycle, chain
+
+
+def _closing(view: _View, path: Sequence[GraphEdge]) -> tuple[GraphEdge, ...] | None:
+    """``path`` closed into a ring by a transfer from its last payee to its first payer: after the
+    last hop (the ring then starts where the path does) or before the first (it starts at the
+    last payee, whose money the path carried round), within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` of it; None if there is none or the ring would
+    have more than MAX_CYCLE_HOPS transfers. The closing transfer may be one of a relationship
+    (the ring's evidence is the chain's, already judged; that its end pays its start at all is
+    the shape): laundering rings close over existing accounts' ordinary channels too."""
+    if len(path) + 1 > MAX_CYCLE_HOPS:
         return None
-    return TypologyMatch("random", tuple([best[0].src] + [e.dst for e in best]), tuple(e.event_id for e in best),
-                         f"{v} lies on a time-ordered chain of {len(best)} transfers, each passing the money on",
-                         tuple((e.event_id,) for e in best))
+    first, last = path[0], path[-1]
+    view.one_off([last.dst], "out")  # loaded
+    for e in view._raw(last.dst, "out"):
+        if e.dst != first.src:
+            continue
+        if last.timestamp <= e.timestamp <= last.timestamp + MAX_HOP_HORIZON:
+            return (*path, e)
+        if first.timestamp - MAX_HOP_HORIZON <= e.timestamp <= first.timestamp:
+            return (e, *path)
+    return None
+
+
+def _span(path: Sequence[GraphEdge]) -> str:
+    hours = (path[-1].timestamp - path[0].timestamp) / timedelta(hours=1)
+    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
 
 
 # ------------------------------------------------------------------ all together
@@ -868,10 +1114,6 @@ def detect_typologies(
     def add(m: TypologyMatch | None) -> None:
         if m is None:  # shapes around the account it takes no part in still explain its neighbours'
             return
-        if m.typology not in _JUDGED_BY_AMOUNT:
-            edges = [_edge(view, i) for i in m.event_ids]
-            if not _unusual(view, edges, UNUSUAL_SHAPE):
-                return
         found.setdefault((m.typology, m.event_ids), m)
 
     layered: list[str] = []  # centers of shapes around the account, which may be a stack's layer
@@ -895,17 +1137,8 @@ def detect_typologies(
     add(_scatter_gather(view, node_id, "in"))  # as sink
     for m in _bipartite_and_stack(view, node_id):
         add(m)
-    down, up = _flows(view, node_id)
-    add(_cycle(view, node_id, down, up))
-    chain = _chain(view, node_id, down, up)
-    add(chain)  # kept only where no more specific shape explains it
-    if chain is not None and not any(m.typology == "cycle" and node_id in m.accounts for m in found.values()):
-        # a cycle through the account may start (in time order) beyond the search's reach from
-        # it: from a member next to where the money first moved, the way back to it is longer
-        # than the search; the chain then runs to that start (or from it): look from its ends
-        for end_ in dict.fromkeys([chain.accounts[0], chain.accounts[-1]]):
-            if end_ != node_id:
-                add(_cycle(view, end_, *_flows(view, end_)))
+    for m in _cycle_and_chain(view, node_id):
+        add(m)  # a chain is kept only where no more specific shape explains it
 
     # one finding per instance: a shape mostly inside a more specific one is that shape, and one
     # inside a larger one of its own kind is that one (seen from two sides a shape may be cut

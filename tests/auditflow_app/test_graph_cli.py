@@ -31,6 +31,9 @@ EVENTS = [
     tx("kl", "K", "L", 100, amount=usd(9000)), tx("lm", "L", "M", 200, amount=usd(8800)),
     tx("mk", "M", "K", 300, amount=usd(8600)),
     *(tx(f"life-{n}-{k}", n, "GROCER", -10 * DAY + k * DAY, amount=usd(60 + k)) for n in "KLM" for k in range(4)),
+    # the ordinary life of the scatter-gather's intermediates before it: habits to judge
+    # their passing the money on by (accounts with no history at all give no evidence either way)
+    *(tx(f"life-{n}-{k}", n, "GROCER", -10 * DAY + k * DAY, amount=usd(60 + k)) for n in "BC" for k in range(4)),
 ]
 
 

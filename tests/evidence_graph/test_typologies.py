@@ -65,14 +65,22 @@ def test_fan_out_is_found_from_the_payer_and_from_a_payee() -> None:
 
 
 def test_fan_size_bounds_and_spacing() -> None:
-    assert detect([*everyday(["H"]), *fan_out_events(3)], "H") == []  # three is every-day behaviour
+    # three new payees within two hours are unlike H (who only pays its grocer); two are no fan
+    assert names(detect([*everyday(["H"]), *fan_out_events(3)], "H")) == ["fan-out"]
+    assert detect([*everyday(["H"]), *fan_out_events(2)], "H") == []
+    # three are what an account paying new people every few hours does anyway
+    busy = [move(f"b{k}", "H", f"B{k}", -20 * DAY + 180 * k, 1500 + 20 * (k % 7)) for k in range(20 * DAY // 180)]
+    assert detect([*everyday(["H"]), *busy, *fan_out_events(3)], "H") == []
     assert names(detect([*everyday(["H"]), *fan_out_events(4)], "H")) == ["fan-out"]  # four, unlike H
     assert detect([*everyday(["H"]), *fan_out_events(40)], "H") == []  # a hub's business
-    # the steps of one operation follow one another within HOP_HORIZON (a day): five payments 20
-    # hours apart are a fan, 25 hours apart are five separate payments
-    (m,) = detect([*everyday(["H"]), *fan_out_events(5, gap=20 * 60)], "H")
-    assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
-    assert detect([*everyday(["H"]), *fan_out_events(5, gap=25 * 60)], "H") == []
+    # horizons from hours to weeks: five payments to new payees 20 or 25 hours apart, over four
+    # days, are a fan from an account that never pays new people, and no fan from one that pays
+    # a new person about $1,500 every day (its habit: the same payments, no burst)
+    for gap in (20 * 60, 25 * 60):
+        (m,) = detect([*everyday(["H"]), *fan_out_events(5, gap=gap)], "H")
+        assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
+    daily = [move(f"new{d}", "H", f"N{d}", -20 * DAY + d * DAY + 7, 1500 + 10 * (d % 5)) for d in range(20)]
+    assert detect([*everyday(["H"]), *daily, *fan_out_events(5, gap=25 * 60)], "H") == []
 
 
 def test_a_fan_of_parts_smaller_than_what_the_account_usually_pays_is_a_fan() -> None:
@@ -105,7 +113,8 @@ def test_a_burst_that_is_the_account_s_habit_does_not_hide_a_fan_in_another_band
 
 def test_recurring_payments_are_no_fan() -> None:
     # a small payroll: the same six employees, the same salary, every week
-    week = [move(f"pay{w}-{i}", "H", f"L{i}", 600 + i + w * 7 * DAY - 14 * DAY, 1500) for w in range(3) for i in range(6)]
+    week = [move(f"pay{w}-{i}", "H", f"L{i}", 600 + i + w * 7 * DAY - 14 * DAY, 1500)
+            for w in range(3) for i in range(6)]
     assert detect([*everyday(["H"]), *week], "H") == []
 
 
@@ -128,15 +137,17 @@ def habit_and_burst(spacing: int) -> list:
 
 
 def test_a_burst_found_only_by_searching_many_amount_bands_is_no_fan() -> None:
-    # the burst within 10 hours is about a 1.4e-4 chance by H's habit; the query about H looks at
-    # seven places for a fan (H both ways, each of its five payees as a sink): 1e-3 in all, a
+    # the burst within about 7 hours is about a 1e-5 chance by H's habit (a dozen such payments
+    # in the 26 days seen, a negative binomial); the query about H looks at four spacings of one
+    # band in seven places (H both ways, each of its five payees as a sink): 3e-4 in all, a
     # fan-out. When H also pays one-off sums of $9,000 to $243,000 in the window, the search for a
     # burst looked at five bands of amounts (factors of 3) from eleven places: no evidence
-    events = habit_and_burst(spacing=150)
+    events = habit_and_burst(spacing=100)
     spread = [move(f"sp{i}", "H", f"Q{i}", 3 * DAY + 97 * i, a) for i, a in enumerate((9000, 27000, 81000, 243000))]
     (m,) = detect(events, "H")
     assert m.typology == "fan-out" and m.event_ids == tuple(f"fo{i}" for i in range(5))
-    assert detect([*events, *spread], "H") == []
+    # (the four large payments to new payees within five hours are a fan of their own: any amounts)
+    assert [m.event_ids for m in detect([*events, *spread], "H")] == [("sp0", "sp1", "sp2", "sp3")]
 
 
 def test_a_fan_is_held_to_the_chance_over_every_place_the_query_looked() -> None:
@@ -191,7 +202,7 @@ def test_fan_in() -> None:
 
 def cycle_events(names_, amount: float = 9000, gap: int = 90, fee: float = 0.02):
     out = []
-    for i, (a, b) in enumerate(zip(names_, [*names_[1:], names_[0]])):
+    for i, (a, b) in enumerate(zip(names_, [*names_[1:], names_[0]], strict=True)):
         out.append(move(f"cy{i}", a, b, 100 + gap * i, amount))
         amount *= 1 - fee
     return out
@@ -212,8 +223,15 @@ def test_no_cycle_when_time_or_amounts_do_not_follow_the_money() -> None:
     backwards = [dataclasses.replace(e, timestamp=T0 + timedelta(minutes=1000 - 90 * i))
                  for i, e in enumerate(cycle_events("ABCD"))]
     assert detect([*base, *backwards], "A") == []
-    assert detect([*base, *cycle_events("ABCD", fee=0.3)], "A") == []  # 30% lost each hop: not passed on
-    assert detect([*base, *cycle_events("ABCD", fee=-0.2)], "A") == []  # money appears from nowhere
+    # amounts are a graded signal, not a gate (funds mix with other money on the way): 30% lost
+    # at each hop, or 20% more at each, is still a cycle, but weaker evidence than passing on all
+    # but a 2% fee
+    chance = {}
+    for fee in (0.02, 0.3, -0.2):
+        (m,) = detect([*base, *cycle_events("ABCD", fee=fee)], "A")
+        assert m.typology == "cycle"
+        chance[fee] = 1 - m.confidence
+    assert chance[0.02] < chance[-0.2] < chance[0.3]
     # rent paid and a share paid back: a two-account back-and-forth is no laundering cycle
     assert detect([*base, move("rent", "A", "B", 100, 9000), move("back", "B", "A", 200, 8900)], "A") == []
 
@@ -231,7 +249,8 @@ def test_a_long_cycle_is_a_cycle_from_members_next_to_where_the_money_first_move
 def test_a_chain_that_is_what_its_accounts_do_anyway_is_no_layering() -> None:
     # each of B, C, D passes on about what it got, but after most of a day, and each of them
     # pays such amounts several times a day anyway: no evidence the money was passed on
-    chain = [move(f"ch{i}", a, b, 100 + 20 * 60 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("ABCD", "BCDE"))]
+    chain = [move(f"ch{i}", a, b, 100 + 20 * 60 * i, 7000 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCD", "BCDE", strict=True))]
     habit = [move(f"hab{x}{d}-{i}", x, f"N{x}{d}-{i}", -21 * DAY + d * DAY + 90 * i, 6200 + 150 * i)
              for x in "BCD" for d in range(21) for i in range(5)]
     assert names(detect([*everyday("ABCDE"), *chain], "C")) == ["random"]
@@ -263,10 +282,11 @@ def test_gather_scatter_scatters_what_was_gathered() -> None:
     # scattering before anything was gathered is not this shape
     before = [dataclasses.replace(e, timestamp=T0 + timedelta(minutes=50)) for e in outs]
     assert "gather-scatter" not in names(detect([*events, *before], "H"))
-    # paying out more than was gathered: the payments add up to what arrived only when one in
-    # the middle is skipped, and what leaves is the payments in time order, none skipped
+    # paying out more than was gathered (H adds money of its own: mixed funds) is still the shape,
+    # all three payments out, none skipped: amounts are graded evidence, not a gate
     spent = [outs[0], move("big", "H", "Q3", 430, 5000), outs[1]]
-    assert "gather-scatter" not in names(detect([*events, *everyday(["Q3"]), *spent], "H"))
+    (m,) = detect([*events, *everyday(["Q3"]), *spent], "H")
+    assert m.typology == "gather-scatter" and m.hops == (("in1", "in2", "in3"), ("big", "out1", "out2"))
 
 
 def layer(left, right, prefix: str, start: int, dollars: float):
@@ -312,7 +332,12 @@ def test_a_layer_that_is_what_its_payers_do_anyway_is_no_bipartite() -> None:
              for x in a for d in range(21) for i in range(8)]
     habit += [move(f"gro{x}{d}-{i}", x, "GROCER0", -21 * DAY + d * DAY + 60 * i + 30, 40 + i)
               for x in a for d in range(21) for i in range(10)]
-    assert detect([*events, *habit], "A2") == []
+    # no bipartite: the layer is what its payers do anyway. B1 and B2, who never were paid by
+    # anyone new, each paid by three new payers within hours, are fans-in by their own habits
+    got = detect([*events, *habit], "A2")
+    assert "bipartite" not in names(got) and "stack" not in names(got)
+    assert sorted(m.event_ids for m in got) == [("bp0", "bp2", "bp4"), ("bp1", "bp3", "bp5")]
+    assert names(got) == ["fan-in", "fan-in"]
 
 
 def test_a_fan_that_is_a_stack_s_layer_is_the_stack() -> None:
@@ -329,14 +354,21 @@ def test_a_fan_that_is_a_stack_s_layer_is_the_stack() -> None:
 
 
 def test_random_chain_matches_no_other_shape() -> None:
-    chain = [move(f"ch{i}", a, b, 100 + 120 * i, 7000 * 0.98**i) for i, (a, b) in enumerate(zip("ABCDE", "BCDEF"))]
+    chain = [move(f"ch{i}", a, b, 100 + 120 * i, 7000 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCDE", "BCDEF", strict=True))]
     events = [*everyday("ABCDEF"), *chain]
     (m,) = detect(events, "C")
     assert m.typology == "random" and short(m.accounts) == tuple("ABCDEF")
     assert m.event_ids == tuple(f"ch{i}" for i in range(5))
-    # ordinary-sized payments passing along are no layering: they are what these accounts do
-    small = [move(f"sm{i}", a, b, 100 + 120 * i, 64 * 0.98**i) for i, (a, b) in enumerate(zip("ABCDE", "BCDEF"))]
-    assert detect([*everyday("ABCDEF"), *small], "C") == []
+    # ordinary-sized payments passing along are no layering where they are what these accounts
+    # do: each pays someone new $60-70 every four hours, so a $64 payment out within two hours of
+    # one coming in is no evidence; the same accounts passing $7,000 along are a chain still
+    habit = [move(f"h{n}{k}", n, f"N{n}{k}", -20 * DAY + 240 * k + 11 * i, 60 + (k % 11))
+             for i, n in enumerate("ABCDEF") for k in range(20 * DAY // 240)]
+    small = [move(f"sm{i}", a, b, 100 + 120 * i, 64 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCDE", "BCDEF", strict=True))]
+    assert detect([*everyday("ABCDEF"), *habit, *small], "C") == []
+    assert names(detect([*everyday("ABCDEF"), *habit, *chain], "C")) == ["random"]
 
 
 def test_labels_are_never_read_and_hubs_take_part_in_nothing() -> None:
@@ -395,19 +427,19 @@ def generated():
 #: Floors on the pooled scores (7 to 9 planted instances of each typology but the stack, 3; the
 #: answer key is the generator's, the detectors never see it). Issue 10 asks 0.9 recall and 0.8
 #: precision of every typology; where the detectors reach that here the floor is the target,
-#: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target):
-#: fan-outs also report the scatter of another planted shape (a scatter-gather, a
-#: gather-scatter) from a member whose query does not see the whole of it; gather-scatter
-#: reports coincidences of two payments in and two out; chains report coincidental
-#: pass-throughs of three hops; bipartites lose squares (two payers, two payees:
-#: MIN_LAYER_ACCOUNTS), layers that are what their payers do anyway (the chance test: here a 4x4
-#: layer spread over a day, whose payers pay all sizes of amounts, is a 1.4e-3 chance once their
-#: rates are smoothed over neighbouring amounts), and report layers of accounts sharing a small
-#: community of payees.
-RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.8, "scatter-gather": 0.9, "cycle": 0.9,
-                 "random": 0.8, "bipartite": 0.4, "stack": 0.6}
-PRECISION_FLOORS = {"fan-out": 0.7, "fan-in": 0.8, "gather-scatter": 0.7, "scatter-gather": 0.8, "cycle": 0.8,
-                    "random": 0.8, "bipartite": 0.5, "stack": 0.8}
+#: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target).
+#: Since the detectors generalised to third-party data (issue 33: horizons to weeks, fans of three,
+#: amounts as a graded signal, habits judged over everything an account did outside the shape, a
+#: negative binomial tail) they find every planted fan, scatter-gather, cycle, chain and stack
+#: here, and report more than one finding per chain and, as fans, the scatters and gathers of
+#: shapes a member's query does not see whole and bursts of new payers to accounts that never
+#: had any (fan-out precision 0.37, fan-in 0.39, random 0.36 over seeds 5, 7, 11);
+#: gather-scatters spread over days lose to the fans of their two sides (recall 0.62);
+#: bipartites lose squares (MIN_LAYER_ACCOUNTS).
+RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.6, "scatter-gather": 0.9, "cycle": 0.9,
+                 "random": 0.9, "bipartite": 0.5, "stack": 0.9}
+PRECISION_FLOORS = {"fan-out": 0.3, "fan-in": 0.3, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.8,
+                    "random": 0.3, "bipartite": 0.8, "stack": 0.8}
 
 
 def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
@@ -467,3 +499,62 @@ def test_an_alert_is_shown_the_findings_its_own_transfer_is_a_member_of() -> Non
     assert names(findings_of_transfer(found, "cy2")) == ["cycle"]  # the cycle's own transfer B -> C
     assert names(findings_of_transfer(found, "fo3")) == ["fan-out"]
     assert findings_of_transfer(found, "day-H-0") == []  # H's grocery: in no shape
+
+
+# ------------------------------------------------------------------ long horizons, long cycles, mixed funds
+
+
+def detect_weeks(events, name: str) -> list[TypologyMatch]:
+    """Detection over a four-week window (history before it: ``everyday``'s weeks)."""
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    return detect_typologies(store, acct(name), (T0, T0 + timedelta(days=28)))
+
+
+def test_a_ten_account_cycle_over_two_weeks_is_a_cycle() -> None:
+    ring = [f"R{i}" for i in range(10)]
+    events = [*everyday(ring), *cycle_events(ring, gap=36 * 60)]  # a hop every day and a half
+    ids = tuple(f"cy{i}" for i in range(10))
+    for member in ("R0", "R5", "R9"):
+        assert [m.event_ids for m in detect_weeks(events, member) if m.typology == "cycle"] == [ids]
+
+
+def test_a_cycle_of_mixed_funds_is_a_cycle() -> None:
+    # each hop passes on 40% to 130% of what arrived (money mixed with the mule's own)
+    share = (0.45, 1.3, 0.8, 1.1, 0.6)
+    amount, events = 9000.0, [*everyday("ABCDE")]
+    for i, (a, b) in enumerate(zip("ABCDE", "BCDEA", strict=True)):
+        events.append(move(f"mx{i}", a, b, 100 + 240 * i, amount))
+        amount *= share[i]
+    found = [m for m in detect(events, "C") if m.typology == "cycle"]
+    assert [m.event_ids for m in found] == [tuple(f"mx{i}" for i in range(5))]
+
+
+def test_a_scatter_gather_over_a_week_is_found() -> None:
+    mids = ["M1", "M2", "M3", "M4"]
+    events = [*everyday(["S", "T", *mids])]
+    events += [move(f"sc{i}", "S", m, 100 + DAY * i, 4000 + 150 * i) for i, m in enumerate(mids)]
+    events += [move(f"ga{i}", m, "T", 100 + DAY * i + 3 * DAY, (4000 + 150 * i) * 0.95) for i, m in enumerate(mids)]
+    found = [m for m in detect_weeks(events, "S") if m.typology == "scatter-gather"]
+    assert [set(m.event_ids) for m in found] == [{*(f"sc{i}" for i in range(4)), *(f"ga{i}" for i in range(4))}]
+
+
+def test_payroll_rent_and_households_are_no_typology() -> None:
+    staff = [f"E{i}" for i in range(30)]
+    payroll = [move(f"sal{m}-{i}", "EMPLOYER", e, m * 30 * DAY - 25 * DAY + i, 2100 + 13 * i)
+               for m in range(2) for i, e in enumerate(staff)]
+    rent = [move(f"rent{m}", "TENANT", "LANDLORD", m * 30 * DAY - 25 * DAY + 600, 1200) for m in range(2)]
+    # four households paying the same utility, school and insurer every month
+    homes = [f"HOME{i}" for i in range(4)]
+    bills = [move(f"bill{m}-{h}-{p}", h, p, m * 30 * DAY - 20 * DAY + 60 * k + 7 * j, 80 + 40 * j)
+             for m in range(2) for k, h in enumerate(homes) for j, p in enumerate(("UTILITY", "SCHOOL", "INSURER"))]
+    events = [*everyday([*staff, "EMPLOYER", "TENANT", "LANDLORD", *homes]), *payroll, *rent, *bills]
+    for who in ("EMPLOYER", "E7", "TENANT", "LANDLORD", "HOME1", "SCHOOL"):
+        assert detect_weeks(events, who) == [], who
+
+
+def test_a_merchant_s_customers_are_no_fan_in() -> None:
+    # sixty customers each buy once from a shop over four weeks: many one-off payers, a merchant
+    buys = [move(f"buy{c}", f"C{c}", "SHOPX", 300 + c * 11 * 60, 25 + c % 40) for c in range(60)]
+    events = [*everyday([f"C{c}" for c in range(60)]), *buys]
+    assert detect_weeks(events, "SHOPX") == []
