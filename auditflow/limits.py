@@ -35,8 +35,10 @@ FEATURE_WINDOWS: tuple[tuple[str, int], ...] = (
 )
 #: Evidence traces follow the money forward from the alerted transfer for this long.
 DEFAULT_TRACE_HORIZON = timedelta(days=3)
-#: Typology detection looks this far either side of the alerted transfer.
-DEFAULT_TYPOLOGY_WINDOW = timedelta(days=3)
+#: Typology detection looks this far either side of the alerted transfer: the longest horizon the
+#: detectors follow (``auditflow.typologies.MAX_HOP_HORIZON``, three weeks), so a shape spread over
+#: weeks that the alerted transfer belongs to is in view.
+DEFAULT_TYPOLOGY_WINDOW = timedelta(days=21)
 
 # ---------------------------------------------------------------- limits
 

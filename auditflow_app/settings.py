@@ -41,7 +41,7 @@ AUDITFLOW_TRACE_HOPS               evidence trace depth (at most 5)             
 AUDITFLOW_TRACE_FANOUT_CAP         edges kept per account per hop                   ``50``
 AUDITFLOW_TRACE_HORIZON_MINUTES    traces follow the money this long after the      ``4320`` (3 days)
                                    alerted transfer
-AUDITFLOW_TYPOLOGY_WINDOW_MINUTES  typology detection looks this far either side    ``4320`` (3 days)
+AUDITFLOW_TYPOLOGY_WINDOW_MINUTES  typology detection looks this far either side    ``30240`` (21 days)
                                    of the alerted transfer
 AUDITFLOW_PARALLELISM              stream job parallelism                           ``1``
 AUDITFLOW_OUT_OF_ORDERNESS_MS      watermarks trail the latest event time by this   ``3600000`` (1 hour)

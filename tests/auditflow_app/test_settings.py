@@ -23,7 +23,10 @@ def test_defaults_are_the_limits_defined_once():
     assert s.trace_horizon == limits.DEFAULT_TRACE_HORIZON == timedelta(days=3)
     assert s.trace_horizon_minutes == 3 * 24 * 60
     assert s.typology_window == limits.DEFAULT_TYPOLOGY_WINDOW
-    assert s.typology_window_minutes == 3 * 24 * 60
+    assert s.typology_window_minutes == 21 * 24 * 60
+    # the deep path's window reaches as far as the detectors follow a shape (three weeks)
+    from auditflow.typologies import MAX_HOP_HORIZON
+    assert s.typology_window == MAX_HOP_HORIZON
     assert (s.out_dir, s.seed, s.graph_url, s.flink_home, s.flink_conf_dir) == (Path("out"), 7, None, None, None)
     assert s.signing_key_file is None and s.trusted_keys_file is None  # no key: signing is refused
 
