@@ -49,7 +49,12 @@ HOP_HORIZON = timedelta(hours=24)
 #: span, so a slow shape by quiet accounts is as much evidence as a fast one by busy accounts).
 #: :data:`HOP_HORIZON` (a day) stays the graph features' pass-through window.
 TYPOLOGY_HORIZONS: tuple[timedelta, ...] = (
-    timedelta(hours=12), timedelta(days=1), timedelta(days=3), timedelta(days=7), timedelta(days=21))
+    timedelta(hours=12),
+    timedelta(days=1),
+    timedelta(days=3),
+    timedelta(days=7),
+    timedelta(days=21),
+)
 #: The longest of them: the hop horizon of the path searches (cycles, chains, scatter-gather) and
 #: the span over which an account's rate of counterparties makes it a hub.
 MAX_HOP_HORIZON = TYPOLOGY_HORIZONS[-1]
