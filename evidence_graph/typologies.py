@@ -104,8 +104,6 @@ TYPOLOGY_NEIGHBOR_CAP = 400
 #: payments to new payees in an hour are not; two are a pair of payments), at most MAX_FAN.
 MIN_FAN = 3
 MAX_FAN = 32
-#: A burst: transfers that follow one another at most this far apart (gather-scatter's sides).
-BURST_GAP = timedelta(hours=12)
 #: The spacings at which bursts (fans, layers) are looked for: hours to a week
 #: (:data:`~auditflow.typologies.TYPOLOGY_HORIZONS` but the longest): a fan spread over a week by
 #: a quiet account is as unlike its habits as one in an afternoon, and the chance test judges
@@ -118,7 +116,7 @@ FAN_GAPS = TYPOLOGY_HORIZONS[:-1]
 SIDE_GAPS = TYPOLOGY_HORIZONS
 #: Chance: a shape is reported only where its members' own habits (their such transfers outside
 #: the shape, :meth:`_View.habit`) make it at most this likely by chance -- one coincidence in a thousand
-#: accounts examined is what an analyst's queue can take (see _by_chance, _passed_on_by_chance).
+#: accounts examined is what an analyst's queue can take (see _by_chance, _pass_on_chance).
 CHANCE = 1e-3
 #: The prior of a rate (no such transfer seen: one over the whole history) is spread evenly over
 #: this log-range of amounts (four decades, a dollar to ten thousand): a band of exact pass-ons is
@@ -154,7 +152,7 @@ class TypologyMatch:
     explanation: str
     hops: tuple[tuple[str, ...], ...] = field(default=())  # event ids of each step, in order
     #: 1 - the chance that the members' own habits make such a shape (times the places the
-    #: search looked: see the module docstring); None where there was no history to judge by
+    #: search looked: see the module docstring); None on a match not made by the detectors
     confidence: float | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,8 +170,8 @@ class TypologyMatch:
         return event_id in self.event_ids
 
 
-def _confidence(chance: float | None) -> float | None:
-    return None if chance is None else max(0.0, 1.0 - chance)
+def _confidence(chance: float) -> float:
+    return max(0.0, 1.0 - chance)
 
 
 _MICROS = attrgetter("micros")
@@ -201,7 +199,7 @@ class _View:
         # (no self-loops), and where the window starts among them
         self._edges: dict[tuple[str, str], tuple[list[GraphEdge], int]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
-        self._amounts: dict[tuple[str, str], list[GraphEdge]] = {}
+        self._habits: dict[tuple[str, str], list[GraphEdge]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
@@ -252,21 +250,14 @@ class _View:
             self._pairs[(node, direction)] = count
         return count
 
-    def _history(self, node: str, direction: str) -> list[GraphEdge]:
-        """The account's transfers that way in the lookback before the window (none without a
-        window start)."""
-        self._load([node], direction)
-        edges, at = self._edges[(node, direction)]
-        return edges[:at]
-
     def _habit(self, node: str, direction: str) -> list[GraphEdge]:
         """The account's one-off transfers that way (a pair with one transfer over lookback and
         window) over the lookback and the window, in time order: the transfers a shape's steps
         are like, whatever the account does outside the shape being judged."""
-        habit = self._amounts.get((node, direction))
+        habit = self._habits.get((node, direction))
         if habit is None:
             count = self._counts(node, direction)
-            habit = self._amounts[(node, direction)] = [
+            habit = self._habits[(node, direction)] = [
                 e for e in self._edges[(node, direction)][0]
                 if count[e.dst if direction == "out" else e.src] == 1]
         return habit
@@ -384,14 +375,14 @@ def _habit_tail(n: int, habit: tuple[float, float], hours: float) -> float:
     return float(betainc(n, a, hours / (t + hours)))
 
 
-def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float | None:
+def _by_chance(view: _View, center: str, direction: str, edges: Sequence[GraphEdge]) -> float:
     """How likely the account's own habits make a burst like ``edges`` (its transfers that way):
     :func:`_layers_by_chance` of one layer with ``center`` as its only member."""
     return _layers_by_chance(view, [edges], lambda e: center, direction)
 
 
 def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member, direction: str = "out"
-                      ) -> float | None:
+                      ) -> float:
     """How likely the members' own habits make bursts like ``layers``: for each layer and each of
     its members (``member(edge)``: the account whose transfer that way the edge is), P(at least
     its number of the layer's transfers, of the layer's amount range, within the layer's span),
@@ -418,18 +409,6 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
     return min(1.0, tries * p)
 
 
-def _passed_on_by_chance(view: _View, path: Sequence[GraphEdge]) -> float | None:
-    """How likely the intermediates' own habits explain a pass-through chain: for each, the
-    chance that it makes a one-off transfer at least as close to what reached it as the one it
-    made (:func:`~auditflow.typologies.conservation`: a graded band, exact pass-on narrowest, mixed
-    funds wider) anyway, in the time it took to pass it on (:func:`_habit_tail` of its habit, at
-    least :data:`RATE_RESOLUTION`); the chain: their product (independent accounts)."""
-    p = 1.0
-    for a, b in zip(path, path[1:], strict=False):
-        p *= _pass_on_chance(view, a, b)
-    return p
-
-
 def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     """The evidence of one hop of a searched path, ``a`` then ``b``: :func:`_pass_on_chance`
     times the transfers the search could have taken there instead (the intermediate's one-off
@@ -441,8 +420,10 @@ def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
 
 
 def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
-    """The chance that ``b``'s payer (``a``'s payee) makes a transfer like ``b`` within the time
-    between them anyway: see :func:`_passed_on_by_chance`."""
+    """The chance that ``b``'s payer (``a``'s payee) makes a one-off transfer at least as close
+    to what reached it as ``b`` (:func:`~auditflow.typologies.conservation`: a graded band, exact
+    pass-on narrowest, mixed funds wider) anyway, in the time between them
+    (:func:`_habit_tail` of its habit outside ``b``, at least :data:`RATE_RESOLUTION`)."""
     arrived, d = _cents(a), conservation(_cents(a), _cents(b))
     spread = math.exp(min(d, 50.0))
     habit = view.habit(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread),
@@ -526,12 +507,12 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     ranked = []
     for fan in runs.values():
         chance = _by_chance(view, center, direction, fan)
-        if chance is not None and chance * searched * tests > CHANCE:  # what this account does anyway
+        if chance * searched * tests > CHANCE:  # what this account does anyway
             continue
         during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
         if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
             continue
-        ranked.append((0.0 if chance is None else chance * searched * tests, -len(fan), _ids(fan), fan))
+        ranked.append((chance * searched * tests, -len(fan), _ids(fan), fan))
     name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
     found: list[TypologyMatch] = []
     taken: set[str] = set()
@@ -645,8 +626,7 @@ def _gather_scatter(view: _View, hub: str) -> TypologyMatch | None:
     def chance(direction: str, edges: list[GraphEdge]) -> float:
         key = (direction, tuple(e.event_id for e in edges))
         if key not in chance_of:
-            c = _by_chance(view, hub, direction, edges)
-            chance_of[key] = 1.0 if c is None else c
+            chance_of[key] = _by_chance(view, hub, direction, edges)
         return chance_of[key]
 
     pairs = []
@@ -844,7 +824,7 @@ def _layered(view: _View, v: str, side: str, gap: timedelta) -> tuple[float, Typ
     before = _next_layer(view, a, edges, used | set(after[0] if after else ()), False, gap)
     steps = [x for x in (before and before[1], edges, after and after[1]) if x]
     chance = _layers_by_chance(view, steps, lambda e: e.src)
-    chance = 1.0 if chance is None else min(1.0, chance * len(FAN_GAPS))
+    chance = min(1.0, chance * len(FAN_GAPS))
     if chance > CHANCE:  # what these accounts do anyway
         return None
     if after is None and before is None:
@@ -969,7 +949,8 @@ def _combined(chances: Sequence[float]) -> float:
 
 def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, TypologyMatch | None]:
     """The least likely cycle through ``v`` and the least likely chain through it (each judged
-    by :func:`_passed_on_by_chance` times the candidates examined, at most CHANCE)."""
+    by its hops' :func:`_hop_chance`, :func:`_chance_of_path`, times the searches' starts, at most
+    CHANCE)."""
     if view.is_hub(v):
         return None, None
     down, up = _paths(view, v, True), _paths(view, v, False)
