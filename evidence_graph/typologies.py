@@ -26,16 +26,17 @@ What every detector shares
       a hub's business, not a typology, and so on for every shape.
     * **Not what the accounts do anyway: a stated model.** Each member's habit is its one-off
       transfers of comparable amounts over everything it did in the lookback and the window
-      *outside the shape judged* (leave-one-out; add-one prior, smoothed over neighbouring
-      amounts: :meth:`_View.habit`). The chance of a burst by habit is the Gamma-Poisson
-      (negative binomial) predictive of that many such transfers within the burst's span
-      (:func:`_habit_tail`: the rate is estimated, not known); for fans, gather-scatter's two
-      bursts (both must be unlike the hub's habit) and each payer of a bipartite or stack layer;
-      for chains and cycles, each intermediate making such a transfer anyway in the time it took
-      to pass the money on, times the transfers the search could have followed there. A path's
-      hops are combined by Fisher's exact product test (cycles) or by their largest chance
-      (chains: every hop must be a pass-on). Every place and band a query searched multiplies the
-      chance (Bonferroni), and a shape more likely than :data:`CHANCE` (one in a thousand) is not
+      *outside the shape judged and the time it took* (leave-one-out; add-one prior, smoothed
+      over neighbouring amounts: :meth:`_View.habit`). The chance of a burst by habit is the
+      Gamma-Poisson (negative binomial) predictive of that many such transfers within the
+      burst's span (:func:`_habit_tail`: the rate is estimated, not known); for fans,
+      gather-scatter's two bursts (both must be unlike the hub's habit) and each payer of a
+      bipartite or stack layer; for chains and cycles, each intermediate making such a transfer
+      anyway in the time it took to pass the money on, times the transfers a search could have
+      followed there (on or back, the more of the two). A path's hops are combined by Fisher's
+      exact product test (cycles) or by their largest chance (chains: every hop must be a
+      pass-on). Every place and band a query searched multiplies the chance (Bonferroni), and a
+      shape more likely than :data:`CHANCE` (one in a thousand) is not
       reported. Each finding's ``confidence`` is one minus that chance. An account that pays six
       new people every day makes no fan-out by doing it once more; a person who never did does.
 
@@ -208,6 +209,7 @@ class _View:
         self._hours: dict[str, float] = {}
         self._habit_cents: dict[tuple[str, str], tuple[list[int], dict[str, int]]] = {}
         self._branches: dict[str, int] = {}
+        self._arrivals: dict[str, int] = {}
         self.cores: dict[tuple[str, str, int, timedelta], Any] = {}  # _core's answers
 
     def edge(self, event_id: str) -> GraphEdge:
@@ -292,8 +294,22 @@ class _View:
             n = self._branches[key] = max(1, hi - lo)
         return n
 
+    def arrivals(self, sent: GraphEdge) -> int:
+        """How many one-off transfers the payer of ``sent`` received within
+        :data:`~auditflow.typologies.MAX_HOP_HORIZON` before it (at least 1): the ways a search
+        following the money back from ``sent`` could go on from there."""
+        key = sent.event_id
+        n = self._arrivals.get(key)
+        if n is None:
+            ins = self.one_off([sent.src], "in")[sent.src]
+            lo = bisect_left(ins, to_micros(sent.timestamp - MAX_HOP_HORIZON), key=_MICROS)
+            hi = bisect_right(ins, sent.micros, key=_MICROS)
+            n = self._arrivals[key] = max(1, hi - lo)
+        return n
+
     def habit(self, node: str, direction: str, low: int, high: int,
-              shape: frozenset[str] = frozenset()) -> tuple[float, float]:
+              shape: frozenset[str] = frozenset(), during: tuple[int, int] | None = None
+              ) -> tuple[float, float]:
         """The account's own habit of one-off transfers that way of ``low`` to ``high`` US cents,
         outside the ``shape`` being judged (its event ids): ``(count + prior, hours)`` over
         everything the account did in the lookback and the window -- the Gamma posterior of its
@@ -302,8 +318,13 @@ class _View:
 
         Leave-one-out: an account that pays a new payee every week makes no fan-out by paying
         four in a month, whether its habit began before the window or in it; the shape's own
-        transfers are what is judged, so they never count as its habit. Only one-off transfers
-        count (paying the landlord again is no such step).
+        transfers are what is judged, so they never count as its habit. ``during`` (the shape's
+        first and last time, microseconds): the time it took is left out too -- its other
+        transfers then and those hours -- so the rate is the one outside it, over the hours
+        outside it (a shape spread over a third of the history is judged against the other two
+        thirds, not against the whole with its own transfers taken out, which made any long run
+        of an account's payments look unusual). Only one-off transfers count (paying the landlord
+        again is no such step).
 
         The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
@@ -327,6 +348,13 @@ class _View:
                 sorted(_cents(e) for e in habit), {e.event_id: _cents(e) for e in habit})
         cents, of_id = sorted_cents
         mine = [of_id[i] for i in shape if i in of_id]  # the shape's own transfers: not its habit
+        if during is not None:
+            # the time the shape took is not its habit's either: the rate is the one outside it
+            # (what the account does when it is not making the shape), over the hours outside it
+            habit = self._habit(node, direction)
+            lo, hi = bisect_left(habit, during[0], key=_MICROS), bisect_right(habit, during[1], key=_MICROS)
+            mine += [_cents(e) for e in habit[lo:hi] if e.event_id not in shape]
+            hours = max(hours - (during[1] - during[0]) / 3_600_000_000, 1.0)
 
         def between(lo: float, hi: float) -> int:
             return (bisect_right(cents, hi) - bisect_left(cents, lo)) - sum(1 for c in mine if lo <= c <= hi)
@@ -399,8 +427,9 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
         count: dict[str, int] = {}
         for e in edges:
             count[member(e)] = count.get(member(e), 0) + 1
+        during = (min(e.micros for e in edges), max(e.micros for e in edges))
         for x, k in sorted(count.items()):
-            p *= _habit_tail(k, view.habit(x, direction, low, high, shape), hours)
+            p *= _habit_tail(k, view.habit(x, direction, low, high, shape, during), hours)
     stamps = sorted(e.timestamp for edges in layers for e in edges)
     span = max(stamps[-1] - stamps[0], RATE_RESOLUTION)
     tries = 1.0
@@ -411,12 +440,15 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
 
 def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     """The evidence of one hop of a searched path, ``a`` then ``b``: :func:`_pass_on_chance`
-    times the transfers the search could have taken there instead (the intermediate's one-off
-    transfers out within :data:`~auditflow.typologies.MAX_HOP_HORIZON` after ``a`` arrived:
-    Bonferroni over the candidates it chose among). A hop the intermediate would make anyway
+    times the transfers a search could have taken there instead: Bonferroni over the candidates
+    it chose among, the more of the intermediate's one-off transfers out within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` after ``a`` arrived (a search following the
+    money on) and in within it before ``b`` left (one following it back). Either search may have
+    found the hop, so it is judged by the larger: the same path has the same chance whichever
+    member's query finds it. A hop the intermediate would make anyway
     among its other payments scores above 1: it weakens a path instead of lengthening it, so
     the least likely path stops where the evidence does."""
-    return _pass_on_chance(view, a, b) * view.branches(a)
+    return _pass_on_chance(view, a, b) * max(view.branches(a), view.arrivals(b))
 
 
 def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:

@@ -257,6 +257,41 @@ def test_a_chain_that_is_what_its_accounts_do_anyway_is_no_layering() -> None:
     assert detect([*everyday("ABCDE"), *habit, *chain], "C") == []
 
 
+def test_a_hop_judged_by_what_a_search_back_could_have_taken_there() -> None:
+    # X pays someone new about $9,900 every five days; two hours after $10,000 reached it from P
+    # it pays Y $9,900, and Y passes it on to Z. On its own that is a chain P -> X -> Y -> Z. But
+    # in the twelve hours before, twenty others paid X about $10,000 too: a search back from Y
+    # had twenty-one payments into X to choose from, and one of them is always followed by X's
+    # next payment -- no evidence that P's money went on (the crowd itself is a fan-in to X)
+    chain = [move(f"ch{i}", a, b, 100 + 120 * i, 10_000 * 0.99**i)
+             for i, (a, b) in enumerate(zip("PXY", "XYZ", strict=True))]
+    habit = [move(f"hx{k}", "X", f"N{k}", -20 * DAY + 5 * DAY * k, 9_880 + 7 * k) for k in range(4)]
+    crowd = [move(f"in{k}", f"Q{k}", "X", 100 - 30 * (k + 1), 10_000 + 13 * k) for k in range(20)]
+    base = [*everyday("PXYZ"), *habit, *chain]
+    for member in ("P", "X", "Z"):
+        (m,) = detect(base, member)
+        assert m.typology == "random" and short(m.accounts) == tuple("PXYZ"), member
+        assert "random" not in names(detect([*base, *crowd], member)), member
+
+
+def test_a_steady_payer_makes_no_fan_by_paying_steadily_for_weeks() -> None:
+    # H pays someone new about $1,500 every day, for a week before the window and three weeks in
+    # it: judged against its habit outside a run and over the hours outside it, no run of them is
+    # a burst (judged over its whole history with only the run's own payments taken out, the
+    # three weeks' 21 payments looked unlike the week's 7 before them)
+    steady = [move(f"d{k}", "H", f"D{k}", -7 * DAY + DAY * k + 37 * (k % 5), 1400 + 23 * (k % 9))
+              for k in range(28)]
+    store = NetworkxGraphStore()
+    store.add_transactions([*everyday(["H"]), *steady])
+    window = (T0, T0 + timedelta(days=21))
+    assert [m.typology for m in detect_typologies(store, acct("H"), window)] == []
+    # the same account paying eight new people in one afternoon in the window is a fan-out
+    burst = [move(f"b{k}", "H", f"B{k}", 10 * DAY + 30 * k, 3000 + 41 * k) for k in range(8)]
+    store.add_transactions(burst)
+    (m,) = detect_typologies(store, acct("H"), window)
+    assert m.typology == "fan-out" and m.event_ids == tuple(sorted(e.event_id for e in burst))
+
+
 def test_scatter_gather_from_every_role() -> None:
     mids = ["M1", "M2", "M3"]
     events = [*everyday(["S", "T", *mids])]
@@ -429,17 +464,19 @@ def generated():
 #: precision of every typology; where the detectors reach that here the floor is the target,
 #: elsewhere it is what they reach rounded down to a tenth (a regression floor, not the target).
 #: Since the detectors generalised to third-party data (issue 33: horizons to weeks, fans of three,
-#: amounts as a graded signal, habits judged over everything an account did outside the shape, a
-#: negative binomial tail) they find every planted fan, scatter-gather, cycle, chain and stack
-#: here, and report more than one finding per chain and, as fans, the scatters and gathers of
-#: shapes a member's query does not see whole and bursts of new payers to accounts that never
-#: had any (fan-out precision 0.37, fan-in 0.39, random 0.36 over seeds 5, 7, 11);
-#: gather-scatters spread over days lose to the fans of their two sides (recall 0.62);
-#: bipartites lose squares (MIN_LAYER_ACCOUNTS).
-RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.6, "scatter-gather": 0.9, "cycle": 0.9,
-                 "random": 0.9, "bipartite": 0.5, "stack": 0.9}
-PRECISION_FLOORS = {"fan-out": 0.3, "fan-in": 0.3, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.8,
-                    "random": 0.3, "bipartite": 0.8, "stack": 0.8}
+#: amounts as a graded signal, habits judged over everything an account did outside the shape and
+#: the time it took, a negative binomial tail, each hop of a path judged against the candidates a
+#: search on or back could have taken there) they find every planted fan, scatter-gather, cycle,
+#: chain and stack here; fans still include the scatters and gathers of shapes a member's query
+#: does not see whole and bursts of new payers to accounts that never had any (fan-out precision
+#: 0.54, fan-in 0.47, random 0.75 over seeds 5, 7, 11); gather-scatters spread over days lose to
+#: the fans of their two sides (recall 0.50: a fresh hub's habit is judged over the hours outside
+#: its bursts, few for an account first seen in the window); bipartites lose squares
+#: (MIN_LAYER_ACCOUNTS).
+RECALL_FLOORS = {"fan-out": 0.9, "fan-in": 0.9, "gather-scatter": 0.5, "scatter-gather": 0.9, "cycle": 0.9,
+                 "random": 0.9, "bipartite": 0.7, "stack": 0.9}
+PRECISION_FLOORS = {"fan-out": 0.5, "fan-in": 0.4, "gather-scatter": 0.8, "scatter-gather": 0.7, "cycle": 0.9,
+                    "random": 0.7, "bipartite": 0.8, "stack": 0.8}
 
 
 def test_every_typology_is_planted_in_the_scored_window(generated) -> None:
