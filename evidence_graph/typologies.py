@@ -17,8 +17,10 @@ What every detector shares
       in US cents.
     * **One-off transfers.** A pair of accounts with more than one transfer in the window and
       the lookback before it is a relationship (rent, salary, a supplier, a regular payee), not a
-      layering step: such transfers are in no shape (a cycle may close over one: the ring's
-      evidence is its chain's).
+      layering step: such transfers are no evidence of a shape (a cycle may close over one:
+      the ring's evidence is its chain's; a fan's split may include payments to or from regular
+      counterparties at the same moment, at most as many as its one-off ones, judged by the
+      one-off part alone: :func:`_alongside`).
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
       :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties per week (a rate
       over the window, or over the account's own span of transfers without one) (merchants,
@@ -42,7 +44,8 @@ What every detector shares
 
 ========================  ==============================================================
 fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct accounts with
-                          one-off transfers (one amount band or any amounts), one after the
+                          one-off transfers (one amount band or any amounts; regular
+                          counterparties paid in the same moment join, a minority), one after the
                           other at most one spacing of :data:`FAN_GAPS` apart (12 h to 7 d)
 cycle                     a time-ordered path of 3 to 12 hops back to the account, each hop
                           a pass-on (2-hop back-and-forth is repayment)
@@ -368,6 +371,15 @@ class _View:
         width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
         return count + min(1.0, width / PRIOR_AMOUNT_RANGE), hours
 
+    def regular(self, node: str, direction: str) -> tuple[GraphEdge, ...]:
+        """The node's transfers that way in the window to non-hub accounts it has more than one
+        transfer with (that way, over lookback and window), in time order."""
+        self._load([node], direction)
+        count = self._counts(node, direction)
+        return tuple(e for e in self._raw(node, direction)
+                     if count[e.dst if direction == "out" else e.src] > 1
+                     and not self.is_hub(e.dst if direction == "out" else e.src))
+
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
         transfer with (that way) in the window, in time order. Computed once per node and
@@ -520,16 +532,24 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     if view.is_hub(center):
         return []
     edges = view.one_off([center], direction)[center]
+    regular = view.regular(center, direction)
     runs: dict[tuple[str, ...], list[GraphEdge]] = {}
+    joined: dict[tuple[str, ...], list[GraphEdge]] = {}  # a run's payments to regular payees
     for gap in FAN_GAPS:
         # per spacing, every band's runs and the runs of any amounts (the chance test weighs a
         # wide range of amounts as weaker evidence); a run of more than MAX_FAN, and any run at
         # that spacing sharing a transfer with one, is part of a bigger operation (a hub's business)
-        at_gap = [r for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)] if len(r) >= MIN_FAN]
+        at_gap = [r for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)] if len(r) >= 2]
         bigger = {e.event_id for r in at_gap if len(r) > MAX_FAN for e in r}
         for r in at_gap:
-            if not bigger.intersection(e.event_id for e in r):
-                runs.setdefault(tuple(e.event_id for e in r), r)
+            key = tuple(e.event_id for e in r)
+            if bigger.intersection(key) or key in runs:
+                continue
+            extra = _alongside(r, regular, direction)
+            # a burst mostly to regular payees is the account's regular business (a payroll, the
+            # month's bills) with a newcomer or two, not a split
+            if len(r) + len(extra) >= MIN_FAN and len(extra) <= len(r):
+                runs[key], joined[key] = r, extra
     if not runs:
         return []
     # every band and spacing, and every run not inside another, looked at: each a chance for a
@@ -549,14 +569,39 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     found: list[TypologyMatch] = []
     taken: set[str] = set()
     for chance, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
+        extra = joined[tuple(e.event_id for e in fan)]
+        ids = _ids([*fan, *extra])
         if taken.intersection(ids):
             continue
         taken.update(ids)
-        parties = {e.dst if direction == "out" else e.src for e in fan}
+        parties = {e.dst if direction == "out" else e.src for e in (*fan, *extra)}
+        regulars = "payees" if direction == "out" else "payers"
+        what = "one-off transfers" if not extra else f"transfers ({len(extra)} with regular {regulars})"
         found.append(TypologyMatch(name, tuple(sorted({center, *parties})), ids,
-                                   f"{center} {verb} {len(parties)} accounts in a burst of "
-                                   "one-off transfers", (ids,), _confidence(chance)))
+                                   f"{center} {verb} {len(parties)} accounts in a burst of {what}",
+                                   (ids,), _confidence(chance)))
     return found
+
+
+def _alongside(run: Sequence[GraphEdge], regular: Sequence[GraphEdge], direction: str) -> list[GraphEdge]:
+    """The payments to (from) regular counterparties that belong to a burst of one-off ones:
+    within :data:`RATE_RESOLUTION` of it (the same moment), of an amount comparable to every one
+    of its own (within SPLIT_RATIO), one per counterparty not already in it, in time order. A
+    fan is money split over several accounts, and a launderer's split goes to whoever is at hand,
+    accounts the payer already deals with among them; such a payment adds no evidence (it is
+    what the pair does), so the burst is judged by its one-off part alone, and one that is
+    mostly such payments is no fan (:func:`_fans`)."""
+    low, high = min(_cents(e) for e in run), max(_cents(e) for e in run)
+    first, last = run[0].timestamp - RATE_RESOLUTION, run[-1].timestamp + RATE_RESOLUTION
+    parties = {e.dst if direction == "out" else e.src for e in run}
+    out = []
+    for e in regular:
+        party = e.dst if direction == "out" else e.src
+        if (first <= e.timestamp <= last and party not in parties
+                and high <= SPLIT_RATIO * _cents(e) and _cents(e) <= SPLIT_RATIO * low):
+            parties.add(party)
+            out.append(e)
+    return out
 
 
 # ------------------------------------------------------------------ scatter-gather
