@@ -8,9 +8,12 @@ This package owns:
 * The backends: :class:`NetworkxGraphStore` (in memory, or file-backed JSON lines shared across
   processes) and :class:`Neo4jGraphStore` (a Neo4j 5 server; the driver is imported on first use).
   :func:`open_store` picks one from a URL.
-* :func:`follow_money` (``follow``): the one temporal BFS -- downstream or upstream, money only
+* :func:`follow_money` (``follow``): the temporal BFS of traces -- downstream or upstream, money only
   flowing forward in time, per-hop horizon, fan-out caps, hubs, global budgets (:class:`Budget`)
-  -- that traces, typologies, graph features and the analyst queries all run.
+  -- that traces, the analyst queries and the graph features' reach run. Two searches answer
+  other questions and are not it: the typology detectors enumerate several time-ordered paths
+  per account (``typologies._paths``: cycles and chains, judged path by path), and the chain
+  feature judges each inflow alone (``graph_features``, its docstring says why).
 * :func:`trace_evidence`: a search written down as an :class:`~auditflow.records.EvidenceTrace`
   with the same ``trace_id`` on any backend.
 * :func:`graph_features` (:data:`GRAPH_FEATURE_NAMES`, :data:`GRAPH_FEATURE_DESCRIPTIONS`),

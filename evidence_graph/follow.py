@@ -1,9 +1,11 @@
-"""Following the money: the one temporal breadth-first search every evidence algorithm runs.
+"""Following the money: the temporal breadth-first search of traces, queries and graph features.
 
 :func:`follow_money` searches the graph from a root account, hop by hop, **downstream**
 (``direction="out"``: where the money went) or **upstream** (``"in"``: where it came from). Traces
-(:mod:`evidence_graph.trace`), typologies (:mod:`evidence_graph.typologies`) and the cycle graph
-feature (:mod:`evidence_graph.graph_features`) all call it; it reads the graph only through
+(:mod:`evidence_graph.trace`), the analyst's paths (:mod:`evidence_graph.queries`) and the cycle
+graph feature (:mod:`evidence_graph.graph_features`) call it; the typology detectors enumerate
+several paths per account and judge each (:func:`evidence_graph.typologies._paths`), which this
+search, one path per account, does not. It reads the graph only through
 :meth:`GraphStore.expand`, one query per hop for the whole frontier, so every backend gives the
 same answer.
 
