@@ -23,7 +23,9 @@ Sets
       attempt. AMLSim at this commit plants no bipartite or stack (bench/datasets/README.md).
 
 A set's figure per typology is the mean over its seeds; its ``recall`` / ``precision`` is the mean
-over the typologies it plants (precision: over those it plants or that were reported). Last line:
+over the typologies it plants (precision: over those it plants or that were reported), with its
+standard deviation over the seeds (``(sd, seeds)``). An unknown ``--sets`` name is an error (exit
+2). Last line:
 ``typologies recall_min=... precision_min=... sets=N`` (min over sets).
 """
 
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     seeds = SEEDS[:1] if args.quick else SEEDS
     names = list(SETS) if args.sets is None else args.sets.split(",")
+    for name in names:
+        if name not in SETS and not (DATASETS / name).is_dir():
+            ap.error(f"--sets: unknown set {name!r}: expected one of {', '.join(SETS)} or a converted "
+                     f"file under {DATASETS}")
     results: dict[str, list[dict[str, TypologyScore]]] = {}
     for name in names:
         runs = []
@@ -160,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [summary(r) for r in runs]
         per_set[name] = (statistics.mean(p[0] for p in pairs), statistics.mean(p[1] for p in pairs))
         print(f"{name:<24} {'(mean)':<15} {'':>7} {per_set[name][0]:6.2f} {'':>6} {per_set[name][1]:9.2f}")
+        if len(pairs) > 1:  # the spread over seeds of the set's mean recall and precision
+            print(f"{name:<24} {'(sd, seeds)':<15} {'':>7} {statistics.stdev(p[0] for p in pairs):6.2f} "
+                  f"{'':>6} {statistics.stdev(p[1] for p in pairs):9.2f}")
     if not per_set:
         print("typologies recall_min=na precision_min=na sets=0")
         return 1
