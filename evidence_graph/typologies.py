@@ -50,7 +50,7 @@ fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct account
 cycle                     a time-ordered path of 3 to 12 hops back to the account, each hop
                           a pass-on (2-hop back-and-forth is repayment)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
-                          one sink, after receiving it
+                          one sink, after receiving it (holding it up to six weeks)
 gather-scatter            payments from 2 to 16 accounts gathered in a burst, then payments to
                           2 to 16 others in a burst (:data:`SIDE_GAPS`, up to three weeks), both
                           unlike the hub's habit, the sums' likeness graded
@@ -131,6 +131,12 @@ RATE_RESOLUTION = timedelta(hours=1)
 MIN_CYCLE_HOPS, MAX_CYCLE_HOPS = 3, 12
 MIN_CHAIN_HOPS = 3
 MAX_MIDS = 16
+#: How long a scatter-gather's intermediate may hold the money before paying the sink: six weeks,
+#: twice the path searches' hop horizon. Several intermediates paid by one source that each pay
+#: the same sink are a joint coincidence whatever each waited (each wait is judged by the
+#: intermediate's own habit over it, so a long hold by a busy account is little evidence), where
+#: a chain's hop is judged alone; AMLSim's slow configuration holds for up to five weeks.
+SG_HOLD_HORIZON = 2 * MAX_HOP_HORIZON
 MAX_SIDE = 10
 #: A many-to-many layer has at least five accounts (one side of three or more): two accounts
 #: paying the same two (a square) is the one dense shape that chance builds every day among
@@ -610,7 +616,7 @@ def _alongside(run: Sequence[GraphEdge], regular: Sequence[GraphEdge], direction
 def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | None:
     """A scatter-gather with ``end_`` as its source (``direction="out"``) or its sink (``"in"``):
     2 to MAX_MIDS intermediates, each paid by the source and paying the sink after it was paid,
-    within :data:`~auditflow.typologies.MAX_HOP_HORIZON` (one-off transfers). Judged by chance:
+    within :data:`SG_HOLD_HORIZON` (one-off transfers). Judged by chance:
     every intermediate but one passing the money on to the same account anyway (each
     :func:`_pass_on_chance`, graded by how close what it passed on is to what it got), times the
     other ends examined; the least likely such shape, if at most CHANCE."""
@@ -627,7 +633,7 @@ def _scatter_gather(view: _View, end_: str, direction: str) -> TypologyMatch | N
             other = e2.dst if down else e2.src
             # in time order: scatter (s -> m) before gather (m -> t)
             s_m, m_t = (e1, e2) if down else (e2, e1)
-            if other in (end_, m) or not s_m.timestamp <= m_t.timestamp <= s_m.timestamp + MAX_HOP_HORIZON:
+            if other in (end_, m) or not s_m.timestamp <= m_t.timestamp <= s_m.timestamp + SG_HOLD_HORIZON:
                 continue
             p = _pass_on_chance(view, s_m, m_t)
             best_m = per_other.setdefault(other, {}).get(m)

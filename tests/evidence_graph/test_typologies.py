@@ -595,6 +595,22 @@ def test_a_scatter_gather_over_a_week_is_found() -> None:
     assert [set(m.event_ids) for m in found] == [{*(f"sc{i}" for i in range(4)), *(f"ga{i}" for i in range(4))}]
 
 
+def test_a_scatter_gather_whose_intermediates_hold_the_money_for_weeks_is_found() -> None:
+    # four quiet accounts paid by S in one week each pay T four to five weeks later, about half
+    # of what they got (the rest mixed with other money): one coincidence per account, together
+    # a scatter-gather
+    mids = ["M1", "M2", "M3", "M4"]
+    events = [*everyday(["S", "T", *mids])]
+    events += [move(f"sc{i}", "S", m, 100 + DAY * i, 4000 + 150 * i) for i, m in enumerate(mids)]
+    events += [move(f"ga{i}", m, "T", 100 + DAY * i + (29 + 2 * i) * DAY, 2100 + 90 * i) for i, m in enumerate(mids)]
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    window = (T0, T0 + timedelta(days=42))
+    for member in ("S", "M2", "T"):
+        found = [m for m in detect_typologies(store, acct(member), window) if m.typology == "scatter-gather"]
+        assert [set(m.event_ids) for m in found] == [{*(f"sc{i}" for i in range(4)), *(f"ga{i}" for i in range(4))}]
+
+
 def test_payroll_rent_and_households_are_no_typology() -> None:
     staff = [f"E{i}" for i in range(30)]
     payroll = [move(f"sal{m}-{i}", "EMPLOYER", e, m * 30 * DAY - 25 * DAY + i, 2100 + 13 * i)
