@@ -97,7 +97,7 @@ from auditflow.typologies import (
     TYPOLOGY_HUB_SPAN,
     conservation,
 )
-from evidence_graph.store import GraphEdge, GraphStore, check_window, to_micros
+from evidence_graph.store import MICROS_PER_MINUTE, GraphEdge, GraphStore, check_window, to_micros
 
 #: A pair of accounts with an earlier transfer this far before the window is a relationship.
 RELATIONSHIP_LOOKBACK = timedelta(days=35)
@@ -215,6 +215,7 @@ class _View:
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._regular: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
         self._hours: dict[str, float] = {}
         self._habit_cents: dict[tuple[str, str], tuple[list[int], dict[str, int]]] = {}
         self._branches: dict[str, int] = {}
@@ -298,9 +299,7 @@ class _View:
         n = self._branches.get(key)
         if n is None:
             outs = self.one_off([arrived.dst], "out")[arrived.dst]
-            lo = bisect_left(outs, arrived.micros, key=_MICROS)
-            hi = bisect_left(outs, to_micros(arrived.timestamp + MAX_HOP_HORIZON) + 1, key=_MICROS)
-            n = self._branches[key] = max(1, hi - lo)
+            n = self._branches[key] = _ways(outs, arrived.micros, to_micros(arrived.timestamp + MAX_HOP_HORIZON))
         return n
 
     def arrivals(self, sent: GraphEdge) -> int:
@@ -311,9 +310,7 @@ class _View:
         n = self._arrivals.get(key)
         if n is None:
             ins = self.one_off([sent.src], "in")[sent.src]
-            lo = bisect_left(ins, to_micros(sent.timestamp - MAX_HOP_HORIZON), key=_MICROS)
-            hi = bisect_right(ins, sent.micros, key=_MICROS)
-            n = self._arrivals[key] = max(1, hi - lo)
+            n = self._arrivals[key] = _ways(ins, to_micros(sent.timestamp - MAX_HOP_HORIZON), sent.micros)
         return n
 
     def habit(self, node: str, direction: str, low: int, high: int,
@@ -363,7 +360,7 @@ class _View:
             habit = self._habit(node, direction)
             lo, hi = bisect_left(habit, during[0], key=_MICROS), bisect_right(habit, during[1], key=_MICROS)
             mine += [_cents(e) for e in habit[lo:hi] if e.event_id not in shape]
-            hours = max(hours - (during[1] - during[0]) / 3_600_000_000, 1.0)
+            hours = max(hours - (during[1] - during[0]) / (60 * MICROS_PER_MINUTE), 1.0)
 
         def between(lo: float, hi: float) -> int:
             return (bisect_right(cents, hi) - bisect_left(cents, lo)) - sum(1 for c in mine if lo <= c <= hi)
@@ -377,31 +374,38 @@ class _View:
         width = math.log(max(high, 1) / max(low, 1)) + 2 * math.log(1 + PASSED_ON_TOLERANCE)
         return count + min(1.0, width / PRIOR_AMOUNT_RANGE), hours
 
-    def regular(self, node: str, direction: str) -> tuple[GraphEdge, ...]:
-        """The node's transfers that way in the window to non-hub accounts it has more than one
-        transfer with (that way, over lookback and window), in time order."""
-        self._load([node], direction)
-        count = self._counts(node, direction)
-        return tuple(e for e in self._raw(node, direction)
-                     if count[e.dst if direction == "out" else e.src] > 1
-                     and not self.is_hub(e.dst if direction == "out" else e.src))
-
     def one_off(self, nodes: Sequence[str], direction: str) -> dict[str, tuple[GraphEdge, ...]]:
         """Per node, its transfers in ``direction`` to non-hub accounts that it has exactly one
         transfer with (that way) in the window, in time order. Computed once per node and
         direction: the searches ask again for the same accounts many times (a layer's every band)."""
-        missing = [n for n in dict.fromkeys(nodes) if (n, direction) not in self._one_off]
+        return self._dealings(nodes, direction, repeated=False)
+
+    def regular(self, node: str, direction: str) -> tuple[GraphEdge, ...]:
+        """The node's transfers that way in the window to non-hub accounts it has more than one
+        transfer with (that way, over lookback and window), in time order; once per node too."""
+        return self._dealings([node], direction, repeated=True)[node]
+
+    def _dealings(self, nodes: Sequence[str], direction: str, repeated: bool) -> dict[str, tuple[GraphEdge, ...]]:
+        """:meth:`one_off` (``repeated=False``) or :meth:`regular`: the counterparties asked
+        about are read in one batch before each is judged a hub or not."""
+        cache = self._regular if repeated else self._one_off
+        missing = [n for n in dict.fromkeys(nodes) if (n, direction) not in cache]
         if missing:
             self._load(missing, direction)
-            others = [o for n in missing for o, c in self._counts(n, direction).items() if c == 1]
+            others = [o for n in missing for o, c in self._counts(n, direction).items() if (c > 1) == repeated]
             self._load(others, "out")
             self._load(others, "in")
+            far = attrgetter("dst" if direction == "out" else "src")
             for n in missing:
                 count = self._counts(n, direction)
-                self._one_off[(n, direction)] = tuple(
-                    e for e in self._raw(n, direction) if count[e.dst if direction == "out" else e.src] == 1
-                    and not self.is_hub(e.dst if direction == "out" else e.src))
-        return {n: self._one_off[(n, direction)] for n in nodes}
+                cache[(n, direction)] = tuple(e for e in self._raw(n, direction)
+                                              if (count[far(e)] > 1) == repeated and not self.is_hub(far(e)))
+        return {n: cache[(n, direction)] for n in nodes}
+
+
+def _ways(edges: Sequence[GraphEdge], lo: int, hi: int) -> int:
+    """How many of the time-ordered ``edges`` lie in ``[lo, hi]`` (microseconds), at least 1."""
+    return max(1, bisect_right(edges, hi, key=_MICROS) - bisect_left(edges, lo, key=_MICROS))
 
 
 def _habit_tail(n: int, habit: tuple[float, float], hours: float) -> float:
@@ -538,9 +542,7 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     if view.is_hub(center):
         return []
     edges = view.one_off([center], direction)[center]
-    regular = view.regular(center, direction)
-    runs: dict[tuple[str, ...], list[GraphEdge]] = {}
-    joined: dict[tuple[str, ...], list[GraphEdge]] = {}  # a run's payments to regular payees
+    cands: dict[tuple[str, ...], list[GraphEdge]] = {}
     for gap in FAN_GAPS:
         # per spacing, every band's runs and the runs of any amounts (the chance test weighs a
         # wide range of amounts as weaker evidence); a run of more than MAX_FAN, and any run at
@@ -548,14 +550,18 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
         at_gap = [r for r in [*_runs(edges, gap), *_runs_in_time(edges, gap)] if len(r) >= 2]
         bigger = {e.event_id for r in at_gap if len(r) > MAX_FAN for e in r}
         for r in at_gap:
-            key = tuple(e.event_id for e in r)
-            if bigger.intersection(key) or key in runs:
-                continue
-            extra = _alongside(r, regular, direction)
-            # a burst mostly to regular payees is the account's regular business (a payroll, the
-            # month's bills) with a newcomer or two, not a split
-            if len(r) + len(extra) >= MIN_FAN and len(extra) <= len(r):
-                runs[key], joined[key] = r, extra
+            if not bigger.intersection(e.event_id for e in r):
+                cands.setdefault(tuple(e.event_id for e in r), r)
+    if not cands:
+        return []
+    regular = view.regular(center, direction)
+    runs: dict[tuple[str, ...], tuple[list[GraphEdge], list[GraphEdge]]] = {}  # a run, its regular payees
+    for key, r in cands.items():
+        extra = _alongside(r, regular, direction)
+        # a burst mostly to regular payees is the account's regular business (a payroll, the
+        # month's bills) with a newcomer or two, not a split
+        if len(r) + len(extra) >= MIN_FAN and len(extra) <= len(r):
+            runs[key] = (r, extra)
     if not runs:
         return []
     # every band and spacing, and every run not inside another, looked at: each a chance for a
@@ -563,19 +569,18 @@ def _fans(view: _View, center: str, direction: str, tests: int) -> list[Typology
     sets = [frozenset(k) for k in runs]
     searched = max(_bands(edges) * len(FAN_GAPS), sum(1 for a in sets if not any(a < b for b in sets)))
     ranked = []
-    for fan in runs.values():
+    for fan, extra in runs.values():
         chance = _by_chance(view, center, direction, fan)
         if chance * searched * tests > CHANCE:  # what this account does anyway
             continue
         during = [e for e in edges if fan[0].timestamp <= e.timestamp <= fan[-1].timestamp]
         if len(during) > MAX_FAN:  # part of a bigger operation: a hub's business
             continue
-        ranked.append((chance * searched * tests, -len(fan), _ids(fan), fan))
+        ranked.append((chance * searched * tests, -len(fan), _ids(fan), fan, extra))
     name, verb = ("fan-out", "paid") if direction == "out" else ("fan-in", "was paid by")
     found: list[TypologyMatch] = []
     taken: set[str] = set()
-    for chance, _, ids, fan in sorted(ranked, key=lambda r: r[:3]):
-        extra = joined[tuple(e.event_id for e in fan)]
+    for chance, _, _, fan, extra in sorted(ranked, key=lambda r: r[:3]):
         ids = _ids([*fan, *extra])
         if taken.intersection(ids):
             continue
