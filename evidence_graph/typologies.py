@@ -20,7 +20,10 @@ What every detector shares
       layering step: such transfers are no evidence of a shape (a cycle may close over one:
       the ring's evidence is its chain's; a fan's split may include payments to or from regular
       counterparties at the same moment, at most as many as its one-off ones, judged by the
-      one-off part alone: :func:`_alongside`).
+      one-off part alone: :func:`_alongside`). A ring may also pass over one relationship on
+      its way (a second search with a tenth of the chance budget, each such hop judged by the
+      pair's own habit and the ring by its least telling hop: :func:`_search`): laundering
+      moves over existing accounts' ordinary channels too.
     * **Hubs and size bounds.** Accounts with more than ``hub_degree`` (default
       :data:`~auditflow.typologies.TYPOLOGY_HUB_DEGREE`) distinct counterparties per week (a rate
       over the window, or over the account's own span of transfers without one) (merchants,
@@ -48,7 +51,8 @@ fan-out / fan-in          one account pays (is paid by) 3 to 32 distinct account
                           counterparties paid in the same moment join, a minority), one after the
                           other at most one spacing of :data:`FAN_GAPS` apart (12 h to 7 d)
 cycle                     a time-ordered path of 3 to 12 hops back to the account, each hop
-                          a pass-on (2-hop back-and-forth is repayment)
+                          a pass-on (2-hop back-and-forth is repayment), over one-off
+                          transfers and at most one relationship (and one closing it)
 scatter-gather            a source pays 2 to 16 intermediates that each pass the money on to
                           one sink, after receiving it (holding it up to six weeks)
 gather-scatter            payments from 2 to 16 accounts gathered in a burst, then payments to
@@ -150,6 +154,11 @@ PATH_FANOUT = 25
 PATH_LABELS = 4
 PATH_BUDGET = 3000
 CHAIN_SIDES = 40
+#: The share of CHANCE spent on rings that pass over a relationship (:func:`_search`, a weighted
+#: Bonferroni over the two searches): laundering rings mostly move over new channels, the one-off
+#: search keeps nine tenths of the budget; a ring that passes over an existing relationship must
+#: be ten times as unlikely as the test's chance alone.
+OVER_RELATIONSHIP_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,17 +218,18 @@ class _View:
         # (no self-loops), and where the window starts among them
         self._edges: dict[tuple[str, str], tuple[list[GraphEdge], int]] = {}
         self._pairs: dict[tuple[str, str], dict[str, int]] = {}
-        self._habits: dict[tuple[str, str], list[GraphEdge]] = {}
+        self._habits: dict[tuple[str, str, str | None], list[GraphEdge]] = {}
         self._busy: set[str] = set()  # more transfers than TYPOLOGY_NEIGHBOR_CAP one way
         self._by_id: dict[str, GraphEdge] = {}
         self._unindexed: list[list[GraphEdge]] = []  # read, not yet in _by_id
         self._hub: dict[str, bool] = {}
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
         self._regular: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
+        self._relationships: dict[tuple[str, str], list[GraphEdge]] = {}
         self._hours: dict[str, float] = {}
-        self._habit_cents: dict[tuple[str, str], tuple[list[int], dict[str, int]]] = {}
-        self._branches: dict[str, int] = {}
-        self._arrivals: dict[str, int] = {}
+        self._habit_cents: dict[tuple[str, str, str | None], tuple[list[int], dict[str, int]]] = {}
+        self._branches: dict[tuple[str, bool], int] = {}
+        self._arrivals: dict[tuple[str, bool], int] = {}
         self.cores: dict[tuple[str, str, int, timedelta], Any] = {}  # _core's answers
 
     def edge(self, event_id: str) -> GraphEdge:
@@ -262,17 +272,34 @@ class _View:
             self._pairs[(node, direction)] = count
         return count
 
-    def _habit(self, node: str, direction: str) -> list[GraphEdge]:
+    def _habit(self, node: str, direction: str, party: str | None = None) -> list[GraphEdge]:
         """The account's one-off transfers that way (a pair with one transfer over lookback and
         window) over the lookback and the window, in time order: the transfers a shape's steps
-        are like, whatever the account does outside the shape being judged."""
-        habit = self._habits.get((node, direction))
+        are like, whatever the account does outside the shape being judged. With ``party``: its
+        transfers with that counterparty instead (a relationship's own habit)."""
+        habit = self._habits.get((node, direction, party))
         if habit is None:
             count = self._counts(node, direction)
-            habit = self._habits[(node, direction)] = [
+            far = attrgetter("dst" if direction == "out" else "src")
+            habit = self._habits[(node, direction, party)] = [
                 e for e in self._edges[(node, direction)][0]
-                if count[e.dst if direction == "out" else e.src] == 1]
+                if (count[far(e)] == 1 if party is None else far(e) == party)]
         return habit
+
+    def relationships(self, node: str, direction: str) -> list[GraphEdge]:
+        """The account's transfers that way in the window with counterparties it has more than
+        one transfer with (over lookback and window), hubs among them too, in time order."""
+        key = (node, direction)
+        got = self._relationships.get(key)
+        if got is None:
+            count = self._counts(node, direction)
+            far = attrgetter("dst" if direction == "out" else "src")
+            got = self._relationships[key] = [e for e in self._raw(node, direction) if count[far(e)] > 1]
+        return got
+
+    def is_relationship(self, e: GraphEdge) -> bool:
+        """Whether ``e``'s payer has more than one transfer to its payee over lookback and window."""
+        return self._counts(e.src, "out").get(e.dst, 0) > 1
 
 
     def is_hub(self, node: str) -> bool:
@@ -291,31 +318,44 @@ class _View:
             self._hub[node] = hub
         return hub
 
-    def branches(self, arrived: GraphEdge) -> int:
-        """How many one-off transfers the payee of ``arrived`` made out within
-        :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it arrived (at least 1): the ways
-        a search following the money could go on from there."""
-        key = arrived.event_id
+    def branches(self, arrived: GraphEdge, over: bool = False) -> int:
+        """How many ways a search following the money on from the payee of ``arrived`` had
+        within :data:`~auditflow.typologies.MAX_HOP_HORIZON` after it arrived (at least 1): its
+        one-off transfers out, and with ``over`` (a search that may pass over a relationship)
+        the counterparties it has a relationship with that it paid then (:func:`_paths` takes
+        one transfer to each)."""
+        key = (arrived.event_id, over)
         n = self._branches.get(key)
         if n is None:
-            outs = self.one_off([arrived.dst], "out")[arrived.dst]
-            n = self._branches[key] = _ways(outs, arrived.micros, to_micros(arrived.timestamp + MAX_HOP_HORIZON))
+            lo, hi = arrived.micros, to_micros(arrived.timestamp + MAX_HOP_HORIZON)
+            n = self._branches[key] = self._choices(arrived.dst, "out", lo, hi, over)
         return n
 
-    def arrivals(self, sent: GraphEdge) -> int:
-        """How many one-off transfers the payer of ``sent`` received within
-        :data:`~auditflow.typologies.MAX_HOP_HORIZON` before it (at least 1): the ways a search
-        following the money back from ``sent`` could go on from there."""
-        key = sent.event_id
+    def arrivals(self, sent: GraphEdge, over: bool = False) -> int:
+        """How many ways a search following the money back from ``sent`` had at its payer within
+        :data:`~auditflow.typologies.MAX_HOP_HORIZON` before it (at least 1): the one-off
+        transfers it received, and with ``over`` the counterparties it has a relationship with
+        that paid it then."""
+        key = (sent.event_id, over)
         n = self._arrivals.get(key)
         if n is None:
-            ins = self.one_off([sent.src], "in")[sent.src]
-            n = self._arrivals[key] = _ways(ins, to_micros(sent.timestamp - MAX_HOP_HORIZON), sent.micros)
+            lo, hi = to_micros(sent.timestamp - MAX_HOP_HORIZON), sent.micros
+            n = self._arrivals[key] = self._choices(sent.src, "in", lo, hi, over)
         return n
 
+    def _choices(self, node: str, direction: str, lo: int, hi: int, over: bool) -> int:
+        one_off = self.one_off([node], direction)[node]
+        n = bisect_right(one_off, hi, key=_MICROS) - bisect_left(one_off, lo, key=_MICROS)
+        if over:
+            regular = self.relationships(node, direction)
+            far = attrgetter("dst" if direction == "out" else "src")
+            n += len({far(e) for e in regular[bisect_left(regular, lo, key=_MICROS):
+                                               bisect_right(regular, hi, key=_MICROS)]})
+        return max(1, n)
+
     def habit(self, node: str, direction: str, low: int, high: int,
-              shape: frozenset[str] = frozenset(), during: tuple[int, int] | None = None
-              ) -> tuple[float, float]:
+              shape: frozenset[str] = frozenset(), during: tuple[int, int] | None = None,
+              party: str | None = None) -> tuple[float, float]:
         """The account's own habit of one-off transfers that way of ``low`` to ``high`` US cents,
         outside the ``shape`` being judged (its event ids): ``(count + prior, hours)`` over
         everything the account did in the lookback and the window -- the Gamma posterior of its
@@ -330,7 +370,8 @@ class _View:
         outside it (a shape spread over a third of the history is judged against the other two
         thirds, not against the whole with its own transfers taken out, which made any long run
         of an account's payments look unusual). Only one-off transfers count (paying the landlord
-        again is no such step).
+        again is no such step); with ``party``, only its transfers with that counterparty (how
+        often it pays the landlord: a relationship's habit).
 
         The count is at least what the neighbouring amounts say (a box kernel in log-amount): the
         transfers within a factor SPLIT_RATIO either side of the range, in proportion to the
@@ -347,17 +388,17 @@ class _View:
             last = self.end if self.end is not None else (max(seen) if seen else None)
             hours = self._hours[node] = (max((last - first) / timedelta(hours=1), 1.0)
                                          if first is not None and last is not None else 1.0)
-        sorted_cents = self._habit_cents.get((node, direction))
+        sorted_cents = self._habit_cents.get((node, direction, party))
         if sorted_cents is None:
-            habit = self._habit(node, direction)
-            sorted_cents = self._habit_cents[(node, direction)] = (
+            habit = self._habit(node, direction, party)
+            sorted_cents = self._habit_cents[(node, direction, party)] = (
                 sorted(_cents(e) for e in habit), {e.event_id: _cents(e) for e in habit})
         cents, of_id = sorted_cents
         mine = [of_id[i] for i in shape if i in of_id]  # the shape's own transfers: not its habit
         if during is not None:
             # the time the shape took is not its habit's either: the rate is the one outside it
             # (what the account does when it is not making the shape), over the hours outside it
-            habit = self._habit(node, direction)
+            habit = self._habit(node, direction, party)
             lo, hi = bisect_left(habit, during[0], key=_MICROS), bisect_right(habit, during[1], key=_MICROS)
             mine += [_cents(e) for e in habit[lo:hi] if e.event_id not in shape]
             hours = max(hours - (during[1] - during[0]) / (60 * MICROS_PER_MINUTE), 1.0)
@@ -401,11 +442,6 @@ class _View:
                 cache[(n, direction)] = tuple(e for e in self._raw(n, direction)
                                               if (count[far(e)] > 1) == repeated and not self.is_hub(far(e)))
         return {n: cache[(n, direction)] for n in nodes}
-
-
-def _ways(edges: Sequence[GraphEdge], lo: int, hi: int) -> int:
-    """How many of the time-ordered ``edges`` lie in ``[lo, hi]`` (microseconds), at least 1."""
-    return max(1, bisect_right(edges, hi, key=_MICROS) - bisect_left(edges, lo, key=_MICROS))
 
 
 def _habit_tail(n: int, habit: tuple[float, float], hours: float) -> float:
@@ -460,7 +496,7 @@ def _layers_by_chance(view: _View, layers: Sequence[Sequence[GraphEdge]], member
     return min(1.0, tries * p)
 
 
-def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
+def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge, over: bool = False) -> float:
     """The evidence of one hop of a searched path, ``a`` then ``b``: :func:`_pass_on_chance`
     times the transfers a search could have taken there instead: Bonferroni over the candidates
     it chose among, the more of the intermediate's one-off transfers out within
@@ -469,19 +505,22 @@ def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     found the hop, so it is judged by the larger: the same path has the same chance whichever
     member's query finds it. A hop the intermediate would make anyway
     among its other payments scores above 1: it weakens a path instead of lengthening it, so
-    the least likely path stops where the evidence does."""
-    return _pass_on_chance(view, a, b) * max(view.branches(a), view.arrivals(b))
+    the least likely path stops where the evidence does. ``over``: the search may pass over a
+    relationship, and had those ways to choose among too (:meth:`_View.branches`)."""
+    return _pass_on_chance(view, a, b) * max(view.branches(a, over), view.arrivals(b, over))
 
 
 def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
     """The chance that ``b``'s payer (``a``'s payee) makes a one-off transfer at least as close
     to what reached it as ``b`` (:func:`~auditflow.typologies.conservation`: a graded band, exact
     pass-on narrowest, mixed funds wider) anyway, in the time between them
-    (:func:`_habit_tail` of its habit outside ``b``, at least :data:`RATE_RESOLUTION`)."""
+    (:func:`_habit_tail` of its habit outside ``b``, at least :data:`RATE_RESOLUTION`). Where ``b``
+    is a relationship's transfer: the chance that it pays that counterparty so anyway (the pair's
+    own habit)."""
     arrived, d = _cents(a), conservation(_cents(a), _cents(b))
     spread = math.exp(min(d, 50.0))
     habit = view.habit(a.dst, "out", math.floor(arrived / spread), math.ceil(arrived * spread),
-                       frozenset((b.event_id,)))
+                       frozenset((b.event_id,)), party=b.dst if view.is_relationship(b) else None)
     wait = max(b.timestamp - a.timestamp, RATE_RESOLUTION) / timedelta(hours=1)
     return _habit_tail(1, habit, wait)
 
@@ -932,11 +971,15 @@ def _layered(view: _View, v: str, side: str, gap: timedelta) -> tuple[float, Typ
 # ------------------------------------------------------------------ cycle and chains (the shared search)
 
 
-def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
+def _paths(view: _View, v: str, forward: bool, over: bool = False) -> list[tuple[GraphEdge, ...]]:
     """Time-respecting paths of one-off transfers from ``v``: ``forward``, the money it paid on
     (each transfer after the one before, within MAX_HOP_HORIZON), else back to where its money
     came from (each before the one after it), through distinct non-hub accounts, up to
-    MAX_CYCLE_HOPS transfers; a path back is listed from ``v`` outwards. At most PATH_LABELS paths
+    MAX_CYCLE_HOPS transfers; a path back is listed from ``v`` outwards. ``over``: a path may pass over one
+    relationship (:func:`_first_to_each`: the first transfer to each regular counterparty after
+    the money arrived), not on its first step (``v``'s own relationships are its every-day
+    business): laundering also moves over existing accounts' ordinary channels, and such a hop is
+    judged by the pair's own habit (:func:`_pass_on_chance`). At most PATH_LABELS paths
     reach an account (the fewest hops first) and PATH_FANOUT leave one (what passes on the
     amount most closely first, then the soonest), PATH_BUDGET paths in all. A path that comes back
     to ``v`` ends there (a cycle; forward only)."""
@@ -948,6 +991,7 @@ def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
     out: list[tuple[GraphEdge, ...]] = []
     frontier: list[tuple[GraphEdge, ...]] = [()]
     reached: dict[str, int] = {}
+    crossed: set[tuple[GraphEdge, ...]] = set()  # paths that passed over a relationship
     for _ in range(MAX_CYCLE_HOPS):
         nxt: list[tuple[GraphEdge, ...]] = []
         ends = {v if not p else far(p[-1]) for p in frontier}
@@ -956,7 +1000,10 @@ def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
             end = v if not path else far(path[-1])
             seen = {v, *(far(e) for e in path)}
             cands = []
-            for e in edges_of[end]:
+            ways = edges_of[end]
+            if over and path and path not in crossed:
+                ways = (*ways, *_first_to_each(view.relationships(end, d), path[-1], forward))
+            for e in ways:
                 if path:
                     last = path[-1]
                     ok = (last.timestamp <= e.timestamp <= last.timestamp + MAX_HOP_HORIZON if forward
@@ -976,11 +1023,14 @@ def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
                     rank = (0.0, 0)
                 cands.append((rank, e.event_id, e))
             for _, _, e in sorted(cands, key=lambda c: c[:2])[:PATH_FANOUT]:
-                if reached.get(far(e), 0) >= PATH_LABELS:
+                if reached.get(far(e), 0) >= PATH_LABELS or view.is_hub(far(e)):
                     continue
                 reached[far(e)] = reached.get(far(e), 0) + 1
-                nxt.append((*path, e))
-                out.append((*path, e))
+                longer = (*path, e)
+                if path in crossed or (over and view.is_relationship(e)):
+                    crossed.add(longer)
+                nxt.append(longer)
+                out.append(longer)
                 if len(out) >= PATH_BUDGET:
                     return out
         frontier = nxt
@@ -989,12 +1039,30 @@ def _paths(view: _View, v: str, forward: bool) -> list[tuple[GraphEdge, ...]]:
     return out
 
 
+def _first_to_each(regular: Sequence[GraphEdge], last: GraphEdge, forward: bool) -> list[GraphEdge]:
+    """Of an account's ``regular`` transfers (time order), the first to each counterparty within
+    :data:`~auditflow.typologies.MAX_HOP_HORIZON` after ``last`` arrived (``forward``), else the
+    last from each within it before ``last`` left: the one way on (or back) over each of its
+    relationships a search takes."""
+    if forward:
+        lo, hi = last.micros, to_micros(last.timestamp + MAX_HOP_HORIZON)
+        chosen: dict[str, GraphEdge] = {}
+        for e in regular[bisect_left(regular, lo, key=_MICROS):bisect_right(regular, hi, key=_MICROS)]:
+            chosen.setdefault(e.dst, e)
+    else:
+        lo, hi = to_micros(last.timestamp - MAX_HOP_HORIZON), last.micros
+        chosen = {}
+        for e in reversed(regular[bisect_left(regular, lo, key=_MICROS):bisect_right(regular, hi, key=_MICROS)]):
+            chosen.setdefault(e.src, e)
+    return list(chosen.values())
+
+
 def _accounts(path: Sequence[GraphEdge]) -> list[str]:
     return [path[0].src, *(e.dst for e in path)]
 
 
 def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float],
-                    every_hop: bool = False) -> float:
+                    every_hop: bool = False, over: bool = False) -> float:
     """How likely a path like this one is by chance: its hops' :func:`_hop_chance` (each at most
     1, computed once per search) combined by :func:`_combined`; ``every_hop``: by the largest of
     them instead, ``max ** hops`` (the exact chance that ``hops`` independent uniform chances are
@@ -1008,7 +1076,7 @@ def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[st
     for a, b in zip(path, path[1:], strict=False):
         key = (a.event_id, b.event_id)
         if key not in cache:
-            cache[key] = min(1.0, _hop_chance(view, a, b))
+            cache[key] = min(1.0, _hop_chance(view, a, b, over))
         ps.append(cache[key])
     if every_hop:
         return max(ps, default=1.0) ** len(ps)
@@ -1038,11 +1106,36 @@ def _combined(chances: Sequence[float]) -> float:
 def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, TypologyMatch | None]:
     """The least likely cycle through ``v`` and the least likely chain through it (each judged
     by its hops' :func:`_hop_chance`, :func:`_chance_of_path`, times the searches' starts, at most
-    CHANCE)."""
+    CHANCE). Two searches (:func:`_search`): over one-off transfers only, and one that may pass
+    over a relationship (rings only), sharing CHANCE between them (:data:`OVER_RELATIONSHIP_SHARE`)."""
     if view.is_hub(v):
         return None, None
-    down, up = _paths(view, v, True), _paths(view, v, False)
+    # where the searches start: each of v's one-off transfers (the hops beyond are counted by
+    # _hop_chance)
+    starts = max(1, len(view.one_off([v], "out")[v]) + len(view.one_off([v], "in")[v]))
+    cycle, chain = _search(view, v, starts, over=False)
+    ring, _ = _search(view, v, starts, over=True)
+    if ring is not None and (cycle is None or (ring.confidence or 0.0) > (cycle.confidence or 0.0)):
+        cycle = ring
+    return cycle, chain
+
+
+def _search(view: _View, v: str, starts: int, over: bool
+            ) -> tuple[TypologyMatch | None, TypologyMatch | None]:
+    """The least likely cycle and chain through ``v`` of one search (:func:`_paths`): over one-off
+    transfers (``over`` false: cycles judged by Fisher's product of their hops, chains by their
+    least telling hop), or passing over one relationship (``over``: rings that do, each judged by
+    its least telling hop -- its pair pays anyway, and everyday payments closing round a strong
+    chain are that chain -- and no chains: a relationship's hop is evidence where the money
+    comes back round it, not for a line of payments). Each search's chances are divided by its
+    share of CHANCE (a weighted Bonferroni over the two)."""
+    down, up = _paths(view, v, True, over), _paths(view, v, False, over)
+    tries = starts / (OVER_RELATIONSHIP_SHARE if over else 1.0 - OVER_RELATIONSHIP_SHARE)
     cache: dict[tuple[str, str], float] = {}
+
+    def crosses(path: Sequence[GraphEdge]) -> bool:
+        return any(map(view.is_relationship, path))
+
     cycles: list[tuple[GraphEdge, ...]] = [p for p in down if p[-1].dst == v]
     by_start: dict[str, list[tuple[GraphEdge, ...]]] = {}
     for p in up:  # listed from v outwards: the money's way, reversed
@@ -1058,24 +1151,19 @@ def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, Typolog
             if (MIN_CYCLE_HOPS <= len(path) <= MAX_CYCLE_HOPS and accounts[0] == accounts[-1]
                     and len(set(accounts[:-1])) == len(path)):
                 cycles.append(path)
+    if over:
+        cycles = [c for c in cycles if crosses(c)]
     cycle = None
-    # where the searches start: each of v's one-off transfers (the hops beyond are counted by
-    # _hop_chance)
-    starts = max(1, len(view.one_off([v], "out")[v]) + len(view.one_off([v], "in")[v]))
     if cycles:
-        tries = starts
-        chance, _, best = min((_chance_of_path(view, c, cache) * tries, [e.event_id for e in c], c) for c in cycles)
+        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=over, over=over) * tries,
+                               [e.event_id for e in c], c) for c in cycles)
         if chance <= CHANCE:
-            accounts = tuple(_accounts(best)[:-1])
-            cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in best),
-                                  f"money from {accounts[0]} returns to it in {len(best)} hops over "
-                                  f"{_span(best)}, passed on at every hop",
-                                  tuple((e.event_id,) for e in best), _confidence(chance))
+            cycle = _ring(best, chance)
     # chains: a way in, v, a way out (either may be empty), through distinct accounts
     outs = [p for p in down if p[-1].dst != v]
     ins = [tuple(reversed(p)) for p in up]
-    top_out = sorted(outs, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
-    top_in = sorted(ins, key=lambda p: (_chance_of_path(view, p, cache), -len(p)))[:CHAIN_SIDES]
+    top_out = sorted(outs, key=lambda p: (_chance_of_path(view, p, cache, over=over), -len(p)))[:CHAIN_SIDES]
+    top_in = sorted(ins, key=lambda p: (_chance_of_path(view, p, cache, over=over), -len(p)))[:CHAIN_SIDES]
     chains: list[tuple[GraphEdge, ...]] = [p for p in (*outs, *ins) if len(p) >= MIN_CHAIN_HOPS]
     for before in top_in:
         for after in top_out:
@@ -1083,29 +1171,31 @@ def _cycle_and_chain(view: _View, v: str) -> tuple[TypologyMatch | None, Typolog
             if (before[-1].timestamp <= after[0].timestamp <= before[-1].timestamp + MAX_HOP_HORIZON
                     and len(path) >= MIN_CHAIN_HOPS and len(set(_accounts(path))) == len(path) + 1):
                 chains.append(path)
+    if over:
+        chains = [c for c in chains if crosses(c)]
     chain = None
     if chains:
-        tries = starts
-        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=True) * tries, [e.event_id for e in c], c)
-                              for c in chains)
+        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=True, over=over) * tries,
+                               [e.event_id for e in c], c) for c in chains)
         ring = _closing(view, best) if chance <= CHANCE else None
-        if ring is not None:
+        if ring is not None and (cycle is None or _confidence(chance) > (cycle.confidence or 0.0)):
             # the chain's ends pay each other in time order: a cycle the search from v could not
             # close within its reach -- reported as the cycle
-            ring_chance = chance
-            if ring_chance <= CHANCE and (cycle is None or _confidence(ring_chance) > (cycle.confidence or 0.0)):
-                accounts = tuple(_accounts(ring)[:-1])
-                cycle = TypologyMatch("cycle", accounts, tuple(e.event_id for e in ring),
-                                      f"money from {accounts[0]} returns to it in {len(ring)} hops over "
-                                      f"{_span(ring)}, passed on at every hop",
-                                      tuple((e.event_id,) for e in ring), _confidence(ring_chance))
-                return cycle, None
-        if chance <= CHANCE:
+            return _ring(ring, chance), None
+        if chance <= CHANCE and not over:
             chain = TypologyMatch("random", tuple(_accounts(best)), tuple(e.event_id for e in best),
                                   f"{v} lies on a time-ordered chain of {len(best)} transfers over "
                                   f"{_span(best)}, each passing the money on",
                                   tuple((e.event_id,) for e in best), _confidence(chance))
     return cycle, chain
+
+
+def _ring(path: Sequence[GraphEdge], chance: float) -> TypologyMatch:
+    accounts = tuple(_accounts(path)[:-1])
+    return TypologyMatch("cycle", accounts, tuple(e.event_id for e in path),
+                         f"money from {accounts[0]} returns to it in {len(path)} hops over "
+                         f"{_span(path)}, passed on at every hop",
+                         tuple((e.event_id,) for e in path), _confidence(chance))
 
 
 def _closing(view: _View, path: Sequence[GraphEdge]) -> tuple[GraphEdge, ...] | None:

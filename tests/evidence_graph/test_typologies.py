@@ -586,6 +586,33 @@ def test_a_cycle_of_mixed_funds_is_a_cycle() -> None:
     assert [m.event_ids for m in found] == [tuple(f"mx{i}" for i in range(5))]
 
 
+def test_a_cycle_that_passes_over_an_existing_relationship_is_a_cycle() -> None:
+    # a ring of eight quiet accounts, a hop every day and a half, but R3 has paid R4 once a month
+    # for months (a relationship): that hop is judged by how often R3 pays R4, not left out
+    # (searched from the ring's other members: a search takes no relationship as its first step)
+    ring = [f"R{i}" for i in range(8)]
+    rent = [move(f"rel{k}", "R3", "R4", -150 * DAY + 30 * DAY * k, 700) for k in range(5)]
+    events = [*everyday(ring), *rent, *cycle_events(ring, gap=36 * 60)]
+    ids = tuple(f"cy{i}" for i in range(8))
+    for member in ("R0", "R2", "R5", "R7"):
+        assert [m.event_ids for m in detect_weeks(events, member) if m.typology == "cycle"] == [ids], member
+    # the same line of payments without the way back is no chain: a relationship's hop is evidence
+    # only where the money comes round
+    line = [e for e in events if e.event_id != "cy7"]
+    assert [m for m in detect_weeks(line, "R2") if m.typology == "random" and "cy3" in m.event_ids] == []
+
+
+def test_a_ring_of_regular_payments_is_no_cycle() -> None:
+    # a savings club: every week each of four members pays the next one the same sum, the week's
+    # payments a day apart -- a time-ordered ring, every hop a relationship: no laundering cycle
+    club = "ABCD"
+    weekly = [move(f"club{w}-{i}", a, b, -35 * DAY + 7 * DAY * w + DAY * i + 5 * w, 500)
+              for w in range(9) for i, (a, b) in enumerate(zip(club, "BCDA", strict=True))]
+    events = [*everyday(club), *weekly]
+    for member in club:
+        assert detect_weeks(events, member) == [], member
+
+
 def test_a_scatter_gather_over_a_week_is_found() -> None:
     mids = ["M1", "M2", "M3", "M4"]
     events = [*everyday(["S", "T", *mids])]
