@@ -226,6 +226,8 @@ class _View:
         self._one_off: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
         self._regular: dict[tuple[str, str], tuple[GraphEdge, ...]] = {}
         self._relationships: dict[tuple[str, str], list[GraphEdge]] = {}
+        self._related: dict[str, bool] = {}
+        self.pass_ons: dict[tuple[str, str], float] = {}  # _hop_chance's pass-on chances
         self._hours: dict[str, float] = {}
         self._habit_cents: dict[tuple[str, str, str | None], tuple[list[int], dict[str, int]]] = {}
         self._branches: dict[tuple[str, bool], int] = {}
@@ -299,7 +301,10 @@ class _View:
 
     def is_relationship(self, e: GraphEdge) -> bool:
         """Whether ``e``'s payer has more than one transfer to its payee over lookback and window."""
-        return self._counts(e.src, "out").get(e.dst, 0) > 1
+        related = self._related.get(e.event_id)
+        if related is None:
+            related = self._related[e.event_id] = self._counts(e.src, "out").get(e.dst, 0) > 1
+        return related
 
 
     def is_hub(self, node: str) -> bool:
@@ -344,7 +349,7 @@ class _View:
         return n
 
     def _choices(self, node: str, direction: str, lo: int, hi: int, over: bool) -> int:
-        one_off = self.one_off([node], direction)[node]
+        one_off = self._one_off.get((node, direction)) or self.one_off([node], direction)[node]
         n = bisect_right(one_off, hi, key=_MICROS) - bisect_left(one_off, lo, key=_MICROS)
         if over:
             regular = self.relationships(node, direction)
@@ -507,7 +512,11 @@ def _hop_chance(view: _View, a: GraphEdge, b: GraphEdge, over: bool = False) -> 
     among its other payments scores above 1: it weakens a path instead of lengthening it, so
     the least likely path stops where the evidence does. ``over``: the search may pass over a
     relationship, and had those ways to choose among too (:meth:`_View.branches`)."""
-    return _pass_on_chance(view, a, b) * max(view.branches(a, over), view.arrivals(b, over))
+    key = (a.event_id, b.event_id)
+    chance = view.pass_ons.get(key)
+    if chance is None:  # the same in both searches
+        chance = view.pass_ons[key] = _pass_on_chance(view, a, b)
+    return chance * max(view.branches(a, over), view.arrivals(b, over))
 
 
 def _pass_on_chance(view: _View, a: GraphEdge, b: GraphEdge) -> float:
