@@ -1071,12 +1071,15 @@ def _accounts(path: Sequence[GraphEdge]) -> list[str]:
 
 
 def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[str, str], float],
-                    every_hop: bool = False, over: bool = False) -> float:
+                    every_hop: bool = False, over: bool = False, ring: bool = False) -> float:
     """How likely a path like this one is by chance: its hops' :func:`_hop_chance` (each at most
     1, computed once per search) combined by :func:`_combined`; ``every_hop``: by the largest of
     them instead, ``max ** hops`` (the exact chance that ``hops`` independent uniform chances are
     all that small) -- a chain is a chain of pass-ons only if every hop is one, and one very
-    unlikely hop among ordinary payments makes no chain.
+    unlikely hop among ordinary payments makes no chain. ``ring``: a path with a hop that is no
+    evidence at all (chance 1: its intermediate makes such a payment anyway, among as many ways
+    on as the search had) is as likely as can be (1) -- money that returns only through
+    everyday payments does not return: a strong chain closed by them is the chain.
 
     >>> f"{_combined([1e-6, 0.5, 0.5]):.2e}", 0.5 ** 3
     ('3.29e-05', 0.125)
@@ -1089,6 +1092,8 @@ def _chance_of_path(view: _View, path: Sequence[GraphEdge], cache: dict[tuple[st
         ps.append(cache[key])
     if every_hop:
         return max(ps, default=1.0) ** len(ps)
+    if ring and max(ps, default=1.0) >= 1.0:
+        return 1.0
     return _combined(ps)
 
 
@@ -1164,7 +1169,7 @@ def _search(view: _View, v: str, starts: int, over: bool
         cycles = [c for c in cycles if crosses(c)]
     cycle = None
     if cycles:
-        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=over, over=over) * tries,
+        chance, _, best = min((_chance_of_path(view, c, cache, every_hop=over, over=over, ring=True) * tries,
                                [e.event_id for e in c], c) for c in cycles)
         if chance <= CHANCE:
             cycle = _ring(best, chance)
@@ -1187,6 +1192,11 @@ def _search(view: _View, v: str, starts: int, over: bool
         chance, _, best = min((_chance_of_path(view, c, cache, every_hop=True, over=over) * tries,
                                [e.event_id for e in c], c) for c in chains)
         ring = _closing(view, best) if chance <= CHANCE else None
+        if ring is not None:
+            # the closing transfer is a step of the ring too: some evidence of a pass-on
+            a, b = (ring[-2], ring[-1]) if ring[0] is best[0] else (ring[0], ring[1])
+            if _hop_chance(view, a, b, over) >= 1.0:
+                ring = None
         if ring is not None and (cycle is None or _confidence(chance) > (cycle.confidence or 0.0)):
             # the chain's ends pay each other in time order: a cycle the search from v could not
             # close within its reach -- reported as the cycle

@@ -602,6 +602,22 @@ def test_a_cycle_that_passes_over_an_existing_relationship_is_a_cycle() -> None:
     assert [m for m in detect_weeks(line, "R2") if m.typology == "random" and "cy3" in m.event_ids] == []
 
 
+def test_a_chain_closed_only_by_everyday_payments_is_the_chain() -> None:
+    # A -> B -> C -> D -> E passes on $9,000 within hours; two days later E, who pays a few dozen
+    # dollars to someone new several times a day, pays A $40: the money does not come back, the
+    # chain is the finding
+    chain = [move(f"ch{i}", a, b, 100 + 90 * i, 9000 * 0.98**i)
+             for i, (a, b) in enumerate(zip("ABCD", "BCDE", strict=True))]
+    habit = [move(f"he{d}-{k}", "E", f"NE{d}-{k}", -20 * DAY + d * DAY + 200 * k, 30 + 3 * k + d % 5)
+             for d in range(26) for k in range(4)]
+    back = move("back", "E", "A", 100 + 2 * DAY, 40)
+    events = [*everyday("ABCDE"), *habit, *chain, back]
+    for member in "ACE":
+        found = detect_weeks(events, member)
+        assert "cycle" not in names(found), member
+        assert [m.event_ids for m in found if m.typology == "random"] == [tuple(f"ch{i}" for i in range(4))], member
+
+
 def test_a_ring_of_regular_payments_is_no_cycle() -> None:
     # a savings club: every week each of four members pays the next one the same sum, the week's
     # payments a day apart -- a time-ordered ring, every hop a relationship: no laundering cycle
