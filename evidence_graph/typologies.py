@@ -41,9 +41,9 @@ What every detector shares
       followed there (on or back, the more of the two). A path's hops are combined by Fisher's
       exact product test (cycles) or by their largest chance (chains: every hop must be a
       pass-on; so too rings over a relationship); a ring with a step that is no evidence at all
-      (chance 1) is no ring, its chain is the finding. Every place and band a query searched multiplies the chance (Bonferroni), and a
-      shape more likely than :data:`CHANCE` (one in a thousand) is not
-      reported. Each finding's ``confidence`` is one minus that chance. An account that pays six
+      (chance 1) is no ring, its chain is the finding. Every place and band a query searched
+      multiplies the chance (Bonferroni), and a shape more likely than :data:`CHANCE` (one in a
+      thousand) is not reported. Each finding's ``confidence`` is one minus that chance. An account that pays six
       new people every day makes no fan-out by doing it once more; a person who never did does.
 
 ========================  ==============================================================
