@@ -41,7 +41,9 @@ import os
 import site
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -109,6 +111,71 @@ RESTART_STRATEGY = {
 }
 
 
+def pin_gateway_threads() -> None:
+    """Serve each Python thread's calls to the JVM on one Java thread, as far as it can.
+
+    Py4J's client serves a call on whichever of its connections was given back last, and each
+    connection is a Java thread of its own. PyFlink and Flink keep state per Java thread: the class
+    loader that holds the job's jars (set where ``add_jars`` ran) and Calcite's metadata provider
+    (set where a query was parsed, FLINK-23020). A call from another Python thread that ends just
+    after one of ours (a JavaObject's finalizer run by the garbage collector there, say) left its
+    connection on top, and our next call, served on a Java thread that never planned, failed with
+    ``NullPointerException: metadataHandlerProvider`` (once in ``make test``). So each Python thread
+    keeps the connection it first used and takes it whenever it is free (a call made while one of
+    its own is in progress, such as a finalizer, takes another); other threads take only
+    connections no live thread keeps, or make new ones. Py4J's own pinned-thread mode (its
+    ``ClientServer``) would need PyFlink's gateway server to be one, which it is not."""
+    from pyflink.java_gateway import get_gateway
+
+    client = get_gateway()._gateway_client
+    if getattr(client, "_auditflow_pinned", False):
+        return
+    # reentrant: the garbage collector may run a finalizer that calls the JVM inside these blocks
+    lock = threading.RLock()
+    local = threading.local()
+    keepers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> the thread keeping it
+
+    def kept_by_another(conn) -> bool:
+        owner = keepers.get(conn)
+        return owner is not None and owner is not threading.current_thread() and owner.is_alive()
+
+    def take(conn) -> bool:
+        try:
+            client.deque.remove(conn)
+            return True
+        except ValueError:  # taken meanwhile by a call this thread made inside this one
+            return False
+
+    def get_connection():
+        if not client.is_connected:
+            from py4j.protocol import Py4JNetworkError
+
+            raise Py4JNetworkError("Gateway is not connected.")
+        mine = getattr(local, "connection", None)
+        free = None
+        with lock:
+            if mine is not None and mine in client.deque and take(mine):
+                return mine
+            for c in reversed(list(client.deque)):
+                if not kept_by_another(c) and take(c):
+                    free = c
+                    break
+        conn = free if free is not None else client._create_connection()
+        if mine is None or not mine.is_connected:  # none yet, or closed after an error: keep this one
+            with lock:
+                keepers[conn] = threading.current_thread()
+            local.connection = conn
+        return conn
+
+    def give_back_connection(conn) -> None:
+        with lock:
+            client.deque.append(conn)
+
+    client._get_connection = get_connection
+    client._give_back_connection = give_back_connection
+    client._auditflow_pinned = True
+
+
 def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flink_conf: dict | None = None):
     """A local (MiniCluster) stream + table environment with the job's JVM operators loaded.
 
@@ -117,6 +184,7 @@ def table_environment(parallelism: int = 1, extra_jars: Sequence[str] = (), flin
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
+    pin_gateway_threads()
     old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     paths = [p for p in (str(PROJECT_ROOT), *site.getsitepackages()) if p not in old]
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + old)  # once per path, however many jobs run
