@@ -197,6 +197,11 @@ def _confidence(chance: float) -> float:
 _MICROS = attrgetter("micros")
 
 
+def _between(edges: Sequence[GraphEdge], lo: int, hi: int) -> Sequence[GraphEdge]:
+    """The transfers of time-ordered ``edges`` from ``lo`` to ``hi`` microseconds, both included."""
+    return edges[bisect_left(edges, lo, key=_MICROS):bisect_right(edges, hi, key=_MICROS)]
+
+
 def _cents(e: GraphEdge) -> int:
     """The paid amount in US cents: the edge's own, computed once when it was made."""
     return e.paid_cents
@@ -307,7 +312,6 @@ class _View:
             related = self._related[e.event_id] = self._counts(e.src, "out").get(e.dst, 0) > 1
         return related
 
-
     def is_hub(self, node: str) -> bool:
         hub = self._hub.get(node)
         if hub is None:
@@ -350,13 +354,10 @@ class _View:
         return n
 
     def _choices(self, node: str, direction: str, lo: int, hi: int, over: bool) -> int:
-        one_off = self._one_off.get((node, direction)) or self.one_off([node], direction)[node]
-        n = bisect_right(one_off, hi, key=_MICROS) - bisect_left(one_off, lo, key=_MICROS)
+        n = len(_between(self.one_off([node], direction)[node], lo, hi))
         if over:
-            regular = self.relationships(node, direction)
             far = attrgetter("dst" if direction == "out" else "src")
-            n += len({far(e) for e in regular[bisect_left(regular, lo, key=_MICROS):
-                                               bisect_right(regular, hi, key=_MICROS)]})
+            n += len({far(e) for e in _between(self.relationships(node, direction), lo, hi)})
         return max(1, n)
 
     def habit(self, node: str, direction: str, low: int, high: int,
@@ -405,8 +406,7 @@ class _View:
             # the time the shape took is not its habit's either: the rate is the one outside it
             # (what the account does when it is not making the shape), over the hours outside it
             habit = self._habit(node, direction, party)
-            lo, hi = bisect_left(habit, during[0], key=_MICROS), bisect_right(habit, during[1], key=_MICROS)
-            mine += [_cents(e) for e in habit[lo:hi] if e.event_id not in shape]
+            mine += [_cents(e) for e in _between(habit, *during) if e.event_id not in shape]
             hours = max(hours - (during[1] - during[0]) / (60 * MICROS_PER_MINUTE), 1.0)
 
         def between(lo: float, hi: float) -> int:
@@ -428,8 +428,7 @@ class _View:
         return self._dealings(nodes, direction, repeated=False)
 
     def regular(self, node: str, direction: str) -> tuple[GraphEdge, ...]:
-        """The node's transfers that way in the window to non-hub accounts it has more than one
-        transfer with (that way, over lookback and window), in time order; once per node too."""
+        """:meth:`relationships` with non-hub counterparties; once per node too."""
         return self._dealings([node], direction, repeated=True)[node]
 
     def _dealings(self, nodes: Sequence[str], direction: str, repeated: bool) -> dict[str, tuple[GraphEdge, ...]]:
@@ -445,8 +444,9 @@ class _View:
             far = attrgetter("dst" if direction == "out" else "src")
             for n in missing:
                 count = self._counts(n, direction)
-                cache[(n, direction)] = tuple(e for e in self._raw(n, direction)
-                                              if (count[far(e)] > 1) == repeated and not self.is_hub(far(e)))
+                deals = (self.relationships(n, direction) if repeated
+                         else [e for e in self._raw(n, direction) if count[far(e)] == 1])
+                cache[(n, direction)] = tuple(e for e in deals if not self.is_hub(far(e)))
         return {n: cache[(n, direction)] for n in nodes}
 
 
@@ -1055,15 +1055,12 @@ def _first_to_each(regular: Sequence[GraphEdge], last: GraphEdge, forward: bool)
     last from each within it before ``last`` left: the one way on (or back) over each of its
     relationships a search takes."""
     if forward:
-        lo, hi = last.micros, to_micros(last.timestamp + MAX_HOP_HORIZON)
-        chosen: dict[str, GraphEdge] = {}
-        for e in regular[bisect_left(regular, lo, key=_MICROS):bisect_right(regular, hi, key=_MICROS)]:
-            chosen.setdefault(e.dst, e)
+        near = _between(regular, last.micros, to_micros(last.timestamp + MAX_HOP_HORIZON))
     else:
-        lo, hi = to_micros(last.timestamp - MAX_HOP_HORIZON), last.micros
-        chosen = {}
-        for e in reversed(regular[bisect_left(regular, lo, key=_MICROS):bisect_right(regular, hi, key=_MICROS)]):
-            chosen.setdefault(e.src, e)
+        near = _between(regular, to_micros(last.timestamp - MAX_HOP_HORIZON), last.micros)[::-1]
+    chosen: dict[str, GraphEdge] = {}
+    for e in near:
+        chosen.setdefault(e.dst if forward else e.src, e)
     return list(chosen.values())
 
 
