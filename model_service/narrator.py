@@ -20,7 +20,9 @@ an id, amount, date or count). At each step:
 * at each completed sentence the checker (:mod:`model_service.narrator_facts`) extracts its facts:
   every one must be in the evidence, the transfer it states must be one transfer of the evidence
   (sender, receiver, amount, date, time, hop), a factor value must come with what it measures,
-  and it must state its planned key facts;
+  and it must state its planned key facts; then the independent checker
+  (:mod:`model_service.fact_audit`, closed-world: every word in a narrative vocabulary or the
+  evidence, numbers in words too, who paid whom and in what order) must find nothing in it either;
 * on a violation: roll back by cropping the cache to the nearest anchor at or before the
   offending token (never re-running the prompt), ban the continuation taken there (an early end
   of sentence: every sentence end), resample. Each anchor has a retry budget; when it is spent,
@@ -54,10 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from auditflow.records import Alert, EvidenceTrace, Narrative, NarrativeSentence, ReasonCode
+from model_service.fact_audit import Known, audit_sentence, known_of
 from model_service.narrator_facts import (
     RUN_CHARS,
     Evidence,
     PlanItem,
+    Violation,
     check_sentence,
     evidence_for,
     extract_facts,
@@ -357,9 +361,9 @@ class _Mask:
 
 class _Decoder:
     def __init__(self, lm: LanguageModel, evidence: Evidence, items: list[PlanItem], params: DecodingParams,
-                 seed: int) -> None:
+                 seed: int, known: Known | None = None) -> None:
         torch = lm.torch
-        self.lm, self.ev, self.items, self.p = lm, evidence, items, params
+        self.lm, self.ev, self.items, self.p, self.known = lm, evidence, items, params, known
         self.gen = torch.Generator(device="cpu").manual_seed(seed)
         self.tokens: list[int] = []
         self.pieces: list[str] = []
@@ -368,7 +372,7 @@ class _Decoder:
         self.logprobs: list[float] = []
         self.stats = {"tokens_sampled": 0, "backtracks": 0, "tokens_rolled_back": 0, "template_fallbacks": 0,
                       "forward_passes": 0, "early_checks": 0, "entropy_triggers": 0, "masked_steps": 0,
-                      "dead_ends": 0, "cue_tokens": 0}
+                      "dead_ends": 0, "cue_tokens": 0, "independent_rejections": 0}
         self.check_s = 0.0
         self.events: list[tuple[int, str, str]] = []  # (sentence, why it was rolled back, its text then)
 
@@ -546,6 +550,13 @@ class _Decoder:
         sentence = stext[:end.end()].strip()
         facts = extract_facts(sentence, self.ev)
         bad = check_sentence(sentence, self.ev, facts)
+        if not bad and self.known is not None:  # the second judge, by another method
+            found = audit_sentence(sentence, self.known)
+            if found:
+                self.stats["independent_rejections"] += 1
+                first = found[0].text.split(" ")[0]
+                at = sentence.find(first) if first else -1
+                bad = [Violation(max(0, at), f"independent check: {found[0].reason}")]
         stated = {f.key for f in facts}
         missing = sorted(set(self.items[w.item].facts) - stated)
         self.check_s += time.perf_counter() - t0
@@ -673,7 +684,7 @@ def narrate(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCod
     ev = evidence_for(alert, trace, reason_codes, typologies)
     items = narrative_plan(alert, trace, reason_codes, typologies, evidence=ev)
     prompt = lm.prompt_ids(fact_sheet(items))
-    dec = _Decoder(lm, ev, items, params, seed)
+    dec = _Decoder(lm, ev, items, params, seed, known_of(alert, trace, reason_codes, typologies))
     cache = lm.new_cache()
     logits = lm.feed(cache, prompt)
     if mode == "constrained":

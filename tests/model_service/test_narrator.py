@@ -15,6 +15,7 @@ import pytest
 from pypdf import PdfReader
 
 from auditflow.records import EvidenceTrace, Narrative, TraceEdge, TraceNode
+from model_service.fact_audit import audit, known_of
 from model_service.narrator_facts import evidence_for, narrative_plan, unsupported_facts
 from reports.testing import INPUT_SHA256, SIGNER, make_alert, make_reason_codes, make_trace
 
@@ -105,8 +106,10 @@ def test_narratives_state_only_facts_of_the_evidence_over_seeds(narratives):
     alert, trace, codes = make_alert(), make_trace(), make_reason_codes()
     ev = evidence_for(alert, trace, codes, TYPOLOGIES)
     items = narrative_plan(alert, trace, codes, TYPOLOGIES, evidence=ev)
+    known = known_of(alert, trace, codes, TYPOLOGIES)
     for seed, n in narratives.items():
         assert unsupported_facts(n.text, ev) == [], (seed, n.text)
+        assert audit(n.text, known) == [], (seed, n.text)  # the independent checker finds nothing either
         assert len(n.sentences) == len(items)
         stats = dict(n.stats)
         assert stats["template_fallbacks"] == len(n.template_sentences)
@@ -150,6 +153,31 @@ def test_an_exhausted_retry_budget_gives_the_template_never_an_unsupported_fact(
     assert [s.text for s in n.sentences] == [it.text for it in items]
     assert stats["template_fallbacks"] == len(items) and stats["backtracks"] >= 1
     assert unsupported_facts(n.text, evidence_for(alert, trace)) == []
+
+
+def test_narratives_pass_the_independent_checker_over_twenty_seeds(lm):
+    """The decoder rolls back what either checker rejects, so no seed's narrative states anything
+    the independent checker finds (a one-transfer case: ~5 s a narrative on two cores)."""
+    from model_service.narrator import narrate
+
+    alert, trace = _small_case()
+    known = known_of(alert, trace)
+    for seed in range(1, 21):
+        n = narrate(alert, trace, lm=lm, seed=seed)
+        assert audit(n.text, known) == [], (seed, n.text)
+
+
+def test_what_the_independent_checker_rejects_is_rolled_back(lm, monkeypatch):
+    """The decoder asks the second judge too: one that rejects every sentence leaves the templates."""
+    from model_service import narrator
+    from model_service.fact_audit import Finding
+
+    alert, trace = _small_case()
+    monkeypatch.setattr(narrator, "audit_sentence", lambda text, known: [Finding("word", "account", "rejected")])
+    n = narrator.narrate(alert, trace, lm=lm, seed=5, params=narrator.DecodingParams(retry_budget=1))
+    stats = dict(n.stats)
+    assert [s.source for s in n.sentences] == ["template"] * len(narrative_plan(alert, trace))
+    assert stats["independent_rejections"] >= len(n.sentences)
 
 
 def test_the_pdf_narrative_reads_back_as_the_narrators_output(narratives, tmp_path):
