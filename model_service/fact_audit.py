@@ -39,6 +39,7 @@ sentence must be accounted for, or it is a finding.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -217,20 +218,22 @@ def known_of(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCo
     }
     # (account, "out"/"in", kind) -> counts of what it did that way
     bound: dict[tuple[str, str, str], set[int]] = {}
+    per_pair = Counter((t.src, t.dst) for t in transfers)
+    outs: dict[str, Counter[str]] = {a: Counter() for a in accounts}  # payee -> transfers, per payer
+    ins: dict[str, Counter[str]] = {a: Counter() for a in accounts}
+    for (s, d), n in per_pair.items():
+        outs[s][d] += n
+        ins[d][s] += n
     for a in accounts:  # what each account did in the evidence
-        outs = [t for t in transfers if t.src == a]
-        ins = [t for t in transfers if t.dst == a]
-        bound[(a, "out", "accounts")] = {len({t.dst for t in outs})}
-        bound[(a, "in", "accounts")] = {len({t.src for t in ins})}
-        bound[(a, "out", "transfers")] = {len(outs), *(sum(t.dst == d for t in outs) for d in {t.dst for t in outs})}
-        bound[(a, "in", "transfers")] = {len(ins), *(sum(t.src == d for t in ins) for d in {t.src for t in ins})}
-        counts["accounts"] |= {len({t.dst for t in outs}), len({t.src for t in ins})}
-        counts["transfers"] |= {len(outs), len(ins)}
-    for (s, d) in {(t.src, t.dst) for t in transfers}:
-        counts["times"].add(sum(1 for t in transfers if (t.src, t.dst) == (s, d)))
-    for hop in {x.hop for x in trace.edges}:  # per hop: its transfers, the accounts it reached
-        counts["transfers"].add(sum(1 for x in trace.edges if x.hop == hop))
-        counts["accounts"].add(sum(1 for n in trace.nodes if n.hop_depth == hop))
+        for way, parties in (("out", outs[a]), ("in", ins[a])):
+            bound[(a, way, "accounts")] = {len(parties)}
+            bound[(a, way, "transfers")] = {sum(parties.values()), *parties.values()}
+            counts["accounts"].add(len(parties))
+            counts["transfers"].add(sum(parties.values()))
+    counts["times"] |= set(per_pair.values())
+    for hop, n in Counter(x.hop for x in trace.edges).items():  # per hop: its transfers, the accounts it reached
+        counts["transfers"].add(n)
+        counts["accounts"].add(sum(1 for node in trace.nodes if node.hop_depth == hop))
     # totals: between two accounts, into and out of each, per currency ("3,709.39 US Dollar in all")
     sums: dict[tuple[str | None, str | None, str], list[Decimal]] = {}
     for t in transfers:
