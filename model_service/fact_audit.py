@@ -124,13 +124,14 @@ CURRENCY_WORDS |= {"usd": "US Dollar", "us dollars": "US Dollar", "dollar": "US 
                    "euro": "Euro", "euros": "Euro", "btc": "Bitcoin", "bitcoins": "Bitcoin",
                    "pound": "UK Pound", "pounds": "UK Pound", "uk pounds": "UK Pound", "yen": "Yen",
                    "$": "US Dollar", "€": "Euro", "£": "UK Pound", "¥": "Yen"}
+_CODES = {code.lower() for code, _ in CURRENCIES.values()} | {"btc"}  # ISO codes, and BTC beside XBT
 _APPROX = {"about", "approximately", "around", "roughly", "nearly", "almost", "some"}
 _ABOVE = {"over", "above", "exceeding"}  # and "more than", "at least"
 _BELOW = {"under", "below", "within"}  # and "less than", "at most", "up to"
 _SEND = {"sent", "send", "sends", "sending", "paid", "pay", "pays", "paying", "transferred", "transfer", "transfers",
          "moved", "move", "moves", "wired", "wire", "forwarded", "forward", "passed", "routed", "made"}
 _RECEIVE = {"received", "receive", "receives", "receiving", "got", "collected", "gathered"}
-_MOVE = _SEND | {"came", "come", "comes", "went", "go", "goes", "flowed", "returned", "sent"}
+_MOVE = _SEND | {"came", "come", "comes", "went", "go", "goes", "flowed", "returned"}
 #: Words that say the money moved, over one transfer or several ("went from A to B").
 _PATH = {"went", "moved", "passed", "flowed", "travelled", "traveled", "through", "via", "hops", "reached", "routed"}
 _LATER = {"then", "later", "afterwards", "subsequently", "next"}
@@ -385,19 +386,16 @@ class _Tok:
     start: int
     value: Decimal | None = None
     precision: Decimal = Decimal(0)
-    used: int = 1  # number words: how many words the number took
 
 
 def _tokens(text: str) -> list[_Tok]:
     out = []
     for m in _TOKEN.finditer(text):
-        kind = m.lastgroup if m.lastgroup != "pct" else "num"
         if m.group("num") is not None:
-            kind = "pct" if m.group("pct") else "num"
-            out.append(_Tok(kind, m.group("num"), m.start(), Decimal(m.group("num").replace(",", "")),
-                            _precision(m.group("num"))))
+            out.append(_Tok("pct" if m.group("pct") else "num", m.group("num"), m.start(),
+                            Decimal(m.group("num").replace(",", "")), _precision(m.group("num"))))
         else:
-            out.append(_Tok(kind, m.group(), m.start()))
+            out.append(_Tok(m.lastgroup, m.group(), m.start()))
     # number words -> one number token
     merged: list[_Tok] = []
     i = 0
@@ -410,9 +408,9 @@ def _tokens(text: str) -> list[_Tok]:
                 run.append(out[j].text)
                 j += 1
             got = parse_number_words(run)
-            if got is not None and not (got[1] == 1 and run[0].lower() in ("one",) and _pronoun_one(run)):
+            if got is not None and not (got[1] == 1 and run[0].lower() == "one" and _pronoun_one(run)):
                 value, used = got
-                merged.append(_Tok("num", " ".join(run[:used]), t.start, value, Decimal("0.5"), used))
+                merged.append(_Tok("num", " ".join(run[:used]), t.start, value, Decimal("0.5")))
                 i += used
                 continue
         merged.append(t)
@@ -437,17 +435,17 @@ def _lemmas(w: str) -> list[str]:
     return out
 
 
-def _currency_at(toks: list[_Tok], i: int) -> tuple[str | None, int]:
-    """A currency named by the words at ``i`` (one or two words), and how many it took."""
+def _currency_at(toks: list[_Tok], i: int) -> str | None:
+    """A currency named by the words at ``i`` (one or two words, or a sign)."""
     if i < len(toks) and toks[i].kind == "sign":
-        return CURRENCY_WORDS[toks[i].text], 1
+        return CURRENCY_WORDS[toks[i].text]
     if i + 1 < len(toks) and toks[i].kind == "word" and toks[i + 1].kind == "word":
         two = f"{toks[i].text} {toks[i + 1].text}".lower()
         if two in CURRENCY_WORDS:
-            return CURRENCY_WORDS[two], 2
+            return CURRENCY_WORDS[two]
     if i < len(toks) and toks[i].kind == "word" and toks[i].text.lower() in CURRENCY_WORDS:
-        return CURRENCY_WORDS[toks[i].text.lower()], 1
-    return None, 0
+        return CURRENCY_WORDS[toks[i].text.lower()]
+    return None
 
 
 def _mode_before(toks: list[_Tok], i: int) -> str:
@@ -743,16 +741,13 @@ def _judge_number(toks: list[_Tok], i: int, known: Known, clause: _Clause) -> li
                  for v in known.values)
         return [] if ok else [Finding("number", t.text + "%", f"{t.text}% is none of the evidence's values")]
     # a currency before it ($ 3,697.34, USD 3,697.34) or after it (3,697.34 US Dollar)
-    currency = None
-    if i > 0:
-        currency, _ = _currency_at(toks, i - 1) if toks[i - 1].kind in ("sign", "word") else (None, 0)
-        if currency is not None and toks[i - 1].kind == "word" and toks[i - 1].text.lower() not in (
-                "usd", "eur", "gbp", "jpy", "btc", "xbt", "chf", "cny", "inr", "cad", "aud", "mxn", "brl", "rub",
-                "ils", "sar"):
-            currency = None  # "Bitcoin 3" is not an amount: only codes and signs come before one
+    # only codes and signs come before an amount: "Bitcoin 3" is none
+    before = toks[i - 1] if i > 0 else None
     after = i + 1
-    if currency is None:
-        currency, _ = _currency_at(toks, after)
+    if before is not None and (before.kind == "sign" or (before.kind == "word" and before.text.lower() in _CODES)):
+        currency = CURRENCY_WORDS[before.text.lower()]
+    else:
+        currency = _currency_at(toks, after)
     if currency is not None:
         ok = any(cur == currency and _close(t.value, v, t.precision, mode)
                  for v, cur in [*(a for tr in known.transfers for a in tr.amounts), *known.totals])
@@ -771,7 +766,7 @@ def _judge_number(toks: list[_Tok], i: int, known: Known, clause: _Clause) -> li
             if way and clause.passive:
                 way = "in"
             # the noun says which way too: payees are paid, payers pay; outgoing, incoming
-            said = {x.text.lower() for x in toks[after:after + 3] if x.kind == "word"}
+            said = set(nxt)
             if said & {"payee", "payees", "recipient", "recipients", "beneficiaries", "outgoing"}:
                 way = "out"
             elif said & {"payer", "payers", "incoming"}:
