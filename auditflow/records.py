@@ -821,6 +821,155 @@ def trace_id_for(root: str, params: dict[str, Any], edge_ids: list[str]) -> str:
     return "trace-" + canonical_sha256({"root": root, "params": params, "edges": sorted(edge_ids)})[:16]
 
 
+#: Sides of a money trail: the subject paid the alerted transfer to the receiver; ``upstream``
+#: accounts funded the subject, ``downstream`` ones received the alerted funds after the receiver
+#: (``both`` when the money came back round a cycle).
+TRAIL_SIDES = ("subject", "receiver", "upstream", "downstream", "both")
+
+
+@dataclass(frozen=True, slots=True)
+class TrailAccount:
+    """An account of a money trail (:mod:`evidence_graph.trail`). Traced amounts are US cents of
+    the alerted transfer's money, rounded half-even from exact shares: ``received_cents`` of it
+    reached the account (downstream), ``sent_cents`` left it (downstream: passed on; upstream:
+    what the account contributed towards the alerted transfer), ``held_cents`` stayed in it at
+    the end of the window (upstream: the part of what it sent on that its window does not
+    explain, older money). ``hop``: hops from the subject (the receiver 1); ``hub``: too busy
+    to follow (more than the hub degree of transfers in the window), an end of the trail;
+    ``headline``: among the accounts the report shows first; ``first_seen``/``last_seen``: its
+    first and last transfer in the window, where fetched."""
+
+    node_id: str
+    side: str
+    hop: int
+    received_cents: int
+    sent_cents: int
+    held_cents: int
+    hub: bool = False
+    headline: bool = False
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TrailFlow:
+    """A transfer that carried traced money (``side`` ``upstream`` or ``downstream``):
+    ``traced_cents`` of its ``amount_paid`` (US cents, rounded half-even)."""
+
+    event_id: str
+    src: str
+    dst: str
+    amount_paid: Money
+    timestamp: datetime
+    side: str
+    traced_cents: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoneyTrail:
+    """Where the money of one alerted transfer came from and where it went, attributed pro rata
+    (:mod:`evidence_graph.trail`). ``amount_cents``: the alerted transfer in US cents; ``flows``:
+    every transfer that carried at least ``min_share`` of it, both sides; ``dropped``: per side,
+    ``(transfers, cents)`` of the smaller flows not followed; ``cuts``: where a limit stopped it."""
+
+    trail_id: str
+    event_id: str
+    subject: str
+    receiver: str
+    amount_paid: Money
+    amount_cents: int
+    window_start: datetime
+    window_end: datetime
+    accounts: tuple[TrailAccount, ...]
+    flows: tuple[TrailFlow, ...]
+    dropped: tuple[tuple[str, int, int], ...]  # (side, transfers, cents)
+    cuts: tuple[TraceCut, ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+    backend: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.cuts)
+
+    def account(self, node_id: str) -> TrailAccount:
+        for a in self.accounts:
+            if a.node_id == node_id:
+                return a
+        raise KeyError(node_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        def opt(ts: datetime | None) -> str | None:
+            return ts_to_wire(ts) if ts else None
+
+        return {
+            "schema": _schema("trail"),
+            "trail_id": self.trail_id,
+            "event_id": self.event_id,
+            "subject": self.subject,
+            "receiver": self.receiver,
+            "amount_paid": money_to_wire(self.amount_paid),
+            "amount_cents": self.amount_cents,
+            "window_start": ts_to_wire(self.window_start),
+            "window_end": ts_to_wire(self.window_end),
+            "accounts": [
+                [a.node_id, a.side, a.hop, a.received_cents, a.sent_cents, a.held_cents, a.hub, a.headline,
+                 opt(a.first_seen), opt(a.last_seen)]
+                for a in self.accounts
+            ],
+            "flows": [
+                [f.event_id, f.src, f.dst, money_to_wire(f.amount_paid), ts_to_wire(f.timestamp), f.side, f.traced_cents]
+                for f in self.flows
+            ],
+            "dropped": [list(d) for d in self.dropped],
+            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in self.cuts],
+            "params": dict(self.params),
+            "backend": self.backend,
+        }
+
+    def to_json(self) -> str:
+        return compact_json(self.to_dict())
+
+    @classmethod
+    @_decoder("trail")
+    def from_dict(cls, d: dict[str, Any]) -> MoneyTrail:
+        _check_schema(d, "trail")
+
+        def opt(text: str | None) -> datetime | None:
+            return ts_from_wire(text) if text else None
+
+        return cls(
+            trail_id=d["trail_id"],
+            event_id=d["event_id"],
+            subject=d["subject"],
+            receiver=d["receiver"],
+            amount_paid=money_from_wire(d["amount_paid"], "amount_paid"),
+            amount_cents=int(d["amount_cents"]),
+            window_start=ts_from_wire(d["window_start"]),
+            window_end=ts_from_wire(d["window_end"]),
+            accounts=tuple(
+                TrailAccount(n, side, int(h), int(r), int(s), int(k), bool(hub), bool(head), opt(f), opt(last))
+                for n, side, h, r, s, k, hub, head, f, last in d["accounts"]
+            ),
+            flows=tuple(
+                TrailFlow(eid, s, t, money_from_wire(m, "amount_paid"), ts_from_wire(ts), side, int(c))
+                for eid, s, t, m, ts, side, c in d["flows"]
+            ),
+            dropped=tuple((side, int(n), int(c)) for side, n, c in d["dropped"]),
+            cuts=tuple(TraceCut(int(h), n, r, int(k)) for h, n, r, k in d.get("cuts", ())),
+            params=tuple(sorted(d.get("params", {}).items())),
+            backend=d.get("backend", ""),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> MoneyTrail:
+        return cls.from_dict(_load_json(text))
+
+
+def trail_id_for(event_id: str, params: dict[str, Any], flows: list[tuple[str, str, int]]) -> str:
+    """A content address over the alerted transfer, the parameters and the traced flows."""
+    return "trail-" + canonical_sha256({"event": event_id, "params": params, "flows": sorted(flows)})[:16]
+
+
 #: Where a narrative sentence came from: the language model, or the deterministic template of its
 #: facts (the model's attempts were rejected by the fact check until the retry budget ran out).
 NARRATIVE_SOURCES = ("model", "template")
