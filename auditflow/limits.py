@@ -61,6 +61,12 @@ TRACE_HOP_HORIZON = timedelta(days=2)
 DEFAULT_TRACE_MAX_NODES = 500
 DEFAULT_TRACE_MAX_EDGES = 2_000
 DEFAULT_TRACE_MAX_SECONDS = 2.0
+#: A money trail (:mod:`evidence_graph.trail`) follows only the transfers that carry at least this
+#: share of the alerted amount (a decimal string: shares are exact fractions); smaller ones are
+#: counted and totalled.
+DEFAULT_TRAIL_MIN_SHARE = "0.01"
+#: Accounts a report shows first from a money trail; the rest are summarised.
+DEFAULT_TRAIL_HEADLINE = 30
 #: Per-account cap on legs kept in the stream feature windows (all of them together, oldest
 #: dropped first): bounds memory on hub accounts.
 MAX_WINDOW_LEGS = 20_000

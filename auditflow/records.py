@@ -869,8 +869,9 @@ class TrailFlow:
 class MoneyTrail:
     """Where the money of one alerted transfer came from and where it went, attributed pro rata
     (:mod:`evidence_graph.trail`). ``amount_cents``: the alerted transfer in US cents; ``flows``:
-    every transfer that carried at least ``min_share`` of it, both sides; ``dropped``: per side,
-    ``(transfers, cents)`` of the smaller flows not followed; ``cuts``: where a limit stopped it."""
+    every transfer that carried at least ``min_share`` of it, both sides; ``dropped``: per side and
+    why (``small``: under the share; ``limit``: past the hop limit or a budget), the transfers and
+    traced cents not followed; ``cuts``: where a limit stopped it."""
 
     trail_id: str
     event_id: str
@@ -882,10 +883,12 @@ class MoneyTrail:
     window_end: datetime
     accounts: tuple[TrailAccount, ...]
     flows: tuple[TrailFlow, ...]
-    dropped: tuple[tuple[str, int, int], ...]  # (side, transfers, cents)
+    dropped: tuple[tuple[str, str, int, int], ...]  # (side, why, transfers, cents)
     cuts: tuple[TraceCut, ...] = ()
     params: tuple[tuple[str, Any], ...] = ()
     backend: str = ""
+    #: the members of the typology instance the alerted transfer belongs to (on the trail or not)
+    members: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -912,18 +915,37 @@ class MoneyTrail:
             "window_start": ts_to_wire(self.window_start),
             "window_end": ts_to_wire(self.window_end),
             "accounts": [
-                [a.node_id, a.side, a.hop, a.received_cents, a.sent_cents, a.held_cents, a.hub, a.headline,
-                 opt(a.first_seen), opt(a.last_seen)]
+                [
+                    a.node_id,
+                    a.side,
+                    a.hop,
+                    a.received_cents,
+                    a.sent_cents,
+                    a.held_cents,
+                    a.hub,
+                    a.headline,
+                    opt(a.first_seen),
+                    opt(a.last_seen),
+                ]
                 for a in self.accounts
             ],
             "flows": [
-                [f.event_id, f.src, f.dst, money_to_wire(f.amount_paid), ts_to_wire(f.timestamp), f.side, f.traced_cents]
+                [
+                    f.event_id,
+                    f.src,
+                    f.dst,
+                    money_to_wire(f.amount_paid),
+                    ts_to_wire(f.timestamp),
+                    f.side,
+                    f.traced_cents,
+                ]
                 for f in self.flows
             ],
             "dropped": [list(d) for d in self.dropped],
             "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in self.cuts],
             "params": dict(self.params),
             "backend": self.backend,
+            "members": list(self.members),
         }
 
     def to_json(self) -> str:
@@ -954,10 +976,11 @@ class MoneyTrail:
                 TrailFlow(eid, s, t, money_from_wire(m, "amount_paid"), ts_from_wire(ts), side, int(c))
                 for eid, s, t, m, ts, side, c in d["flows"]
             ),
-            dropped=tuple((side, int(n), int(c)) for side, n, c in d["dropped"]),
+            dropped=tuple((side, why, int(n), int(c)) for side, why, n, c in d["dropped"]),
             cuts=tuple(TraceCut(int(h), n, r, int(k)) for h, n, r, k in d.get("cuts", ())),
             params=tuple(sorted(d.get("params", {}).items())),
             backend=d.get("backend", ""),
+            members=tuple(d.get("members", ())),
         )
 
     @classmethod

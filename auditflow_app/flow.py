@@ -759,6 +759,7 @@ def run_deep_path(
             alert, codes = case.alert, case.reason_codes
             t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
+            trail = alert_trail(store, alert, settings, matches)
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(
                 alert,
@@ -767,6 +768,7 @@ def run_deep_path(
                 typologies=[(m.typology, m.explanation) for m in matches],
                 drift=alert_drift_status(drift_windows, alert.event),
                 narrative=narrative_for(settings, alert, trace, codes, matches),
+                trail=trail,
             )
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
@@ -876,6 +878,22 @@ def trace_and_typologies(store, alert: Alert, settings: Settings):
     around = settings.typology_window
     matches = detect_typologies(store, alert.account.node_id, window=(t - around, t + around))
     return trace, findings_of_transfer(matches, alert.event.event_id)
+
+
+def alert_trail(store, alert: Alert, settings: Settings, matches=()):
+    """The money trail of the alert's transfer (:func:`evidence_graph.trail.money_trail`) over the
+    trace horizon each way, with room in its headline for the members of the typology instances
+    the transfer belongs to (``matches``)."""
+    from evidence_graph.trail import money_trail
+
+    return money_trail(
+        store,
+        alert.event,
+        horizon=settings.trace_horizon,
+        max_hops=settings.trace_hops,
+        min_share=str(settings.trail_min_share),
+        keep=sorted({a for m in matches for a in m.accounts}),
+    )
 
 
 # ---------------------------------------------------------------------------- analyst graph queries
@@ -1020,12 +1038,14 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
     )
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
+        trail = alert_trail(store, alert, settings, matches)
     out = writer.write(
         alert,
         trace,
         codes,
         typologies=[(m.typology, m.explanation) for m in matches],
         narrative=narrative_for(settings, alert, trace, codes, matches),
+        trail=trail,
     )
     head = writer.finish()
     if isinstance(out, ReportFailure):

@@ -40,7 +40,9 @@ AUDITFLOW_FLINK_CONF_DIR           Flink client configuration for ``job submit``
 AUDITFLOW_TRACE_HOPS               evidence trace depth (at most 5)                 ``5``
 AUDITFLOW_TRACE_FANOUT_CAP         edges kept per account per hop                   ``50``
 AUDITFLOW_TRACE_HORIZON_MINUTES    traces follow the money this long after the      ``4320`` (3 days)
-                                   alerted transfer
+                                   alerted transfer (money trails: before and after)
+AUDITFLOW_TRAIL_MIN_SHARE          a money trail follows transfers carrying at      ``0.01``
+                                   least this share of the alerted amount
 AUDITFLOW_TYPOLOGY_WINDOW_MINUTES  typology detection looks this far either side    ``30240`` (21 days)
                                    of the alerted transfer
 AUDITFLOW_PARALLELISM              stream job parallelism                           ``1``
@@ -113,6 +115,7 @@ the file where it runs (the TaskManager).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -127,6 +130,7 @@ from auditflow.limits import (
     DEFAULT_FANOUT_CAP,
     DEFAULT_OUT_OF_ORDERNESS_MS,
     DEFAULT_TRACE_HORIZON,
+    DEFAULT_TRAIL_MIN_SHARE,
     DEFAULT_TYPOLOGY_WINDOW,
     MAX_TRACE_HOPS,
 )
@@ -168,6 +172,8 @@ class Settings(BaseSettings):
     trace_fanout_cap: int = Field(default=DEFAULT_FANOUT_CAP, ge=1)
     trace_horizon_minutes: int = Field(default=DEFAULT_TRACE_HORIZON // _MINUTE, ge=1)
     typology_window_minutes: int = Field(default=DEFAULT_TYPOLOGY_WINDOW // _MINUTE, ge=1)
+    #: the share of the alerted amount a transfer must carry for the money trail to follow it
+    trail_min_share: Decimal = Field(default=Decimal(DEFAULT_TRAIL_MIN_SHARE), gt=0, le=1)
     parallelism: int = Field(default=1, ge=1)
     out_of_orderness_ms: int = Field(default=DEFAULT_OUT_OF_ORDERNESS_MS, ge=0)
     allowed_lateness_ms: int = Field(default=DEFAULT_ALLOWED_LATENESS_MS, ge=0)

@@ -24,11 +24,12 @@ Time
 
 What is followed
     A transfer carrying at least ``min_share`` of the alerted amount is followed to its other
-    end; the smaller ones are counted and totalled per side (``dropped``), never listed. An
+    end; the smaller ones are counted and totalled per side (``dropped``, ``small``), never listed. An
     account with more than ``hub_degree`` transfers in or out within the window is a **hub**
     (an exchange, a merchant, a payroll bank): the money reaching it is shown, not followed.
     ``max_hops`` from the subject each way; ``budget`` bounds accounts, transfers fetched and
-    wall time (cuts ``hop limit``, ``node budget``, ``edge budget``, ``time budget``).
+    wall time (cuts ``hop limit``, ``node budget``, ``edge budget``, ``time budget``; the flows they
+    left unfollowed are counted and totalled in ``dropped`` as ``limit``).
 
 Amounts are exact shares (fractions of US cents at the reference rates of
 :func:`auditflow.money.usd_cents`), rounded half-even to cents only when written down; a
@@ -56,7 +57,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
 
-from auditflow.limits import DEFAULT_HUB_DEGREE, DEFAULT_TRACE_HORIZON, MAX_TRACE_HOPS
+from auditflow.limits import (
+    DEFAULT_HUB_DEGREE,
+    DEFAULT_TRACE_HORIZON,
+    DEFAULT_TRAIL_HEADLINE,
+    DEFAULT_TRAIL_MIN_SHARE,
+    MAX_TRACE_HOPS,
+)
 from auditflow.money import round_half_even
 from auditflow.records import (
     MoneyTrail,
@@ -72,11 +79,6 @@ from evidence_graph.store import GraphEdge, GraphQueryTimeout, GraphStore, to_mi
 
 __all__ = ["DEFAULT_TRAIL_BUDGET", "DEFAULT_TRAIL_HEADLINE", "DEFAULT_TRAIL_MIN_SHARE", "flow_order", "money_trail"]
 
-#: Flows below this share of the alerted amount are counted, not followed.
-DEFAULT_TRAIL_MIN_SHARE = "0.01"
-#: Accounts the report shows first (the subject, the receiver, the typology's members, then the
-#: largest traced amounts); the rest are summarised.
-DEFAULT_TRAIL_HEADLINE = 30
 #: A trail fetches every transfer of each account it follows (the pools need them all).
 DEFAULT_TRAIL_BUDGET = Budget(max_nodes=300, max_edges=30_000, max_seconds=5.0)
 
@@ -341,7 +343,9 @@ def money_trail(
     # the trail, written down
     limit_cut: dict[str, int] = defaultdict(int)
     listed: list[TrailFlow] = []
-    dropped = {"upstream": [0, _ZERO], "downstream": [0, _ZERO]}
+    # (side, why) -> [transfers, cents]: under the share, or past a limit (hop limit, budgets)
+    dropped: dict[tuple[str, str], list] = {(side, why): [0, _ZERO] for side in ("upstream", "downstream")
+                                            for why in ("small", "limit")}
     recv: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
     gave: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
     for side, flows, hops, downstream in (("downstream", sweep.down, down_hops, True),
@@ -350,13 +354,13 @@ def money_trail(
             e = edges[eid]
             if eid == root.event_id:
                 continue
-            if tau < threshold:
-                dropped[side][0] += 1
-                dropped[side][1] += tau
-                continue
             here, there = (e.src, e.dst) if downstream else (e.dst, e.src)
-            if there not in members:
-                limit_cut[here] += 1
+            why = "small" if tau < threshold else "limit" if there not in members else None
+            if why is not None:
+                dropped[(side, why)][0] += 1
+                dropped[(side, why)][1] += tau
+                if why == "limit" and hops.get(here, 0) >= max_hops:
+                    limit_cut[here] += 1
                 continue
             listed.append(TrailFlow(eid, e.src, e.dst, e.amount_paid, e.timestamp, side, _cents(tau)))
             gave[(e.src, side)] += tau
@@ -413,10 +417,11 @@ def money_trail(
         window_end=end,
         accounts=tuple(rows),
         flows=tuple(listed),
-        dropped=tuple((side, n, _cents(c)) for side, (n, c) in dropped.items()),
+        dropped=tuple((side, why, n, _cents(c)) for (side, why), (n, c) in dropped.items()),
         cuts=tuple(sorted(cuts, key=lambda c: (c.hop, c.node_id, c.reason))),
         params=tuple(sorted(params.items())),
         backend=store.backend,
+        members=tuple(sorted(set(keep))),
     )
 
 

@@ -40,18 +40,22 @@ from reportlab.platypus import KeepTogether, Paragraph, Spacer, Table, TableStyl
 
 from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount
-from auditflow.records import Alert, EvidenceTrace, Narrative, ReasonCode, ReportManifest, TraceEdge
+from auditflow.records import Alert, EvidenceTrace, MoneyTrail, Narrative, ReasonCode, ReportManifest, TraceEdge
 from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
 from reports._pdf import (
     CONTENT_W,
     PDF_CREATION_DATE,
     SHORT_DIGEST,
     STYLES,
+    _grid_table,
+    _key_value_table,
+    _lines,
+    _p,
     build_pdf,
 )
-from reports._pdf import _grid_table, _key_value_table, _lines, _p
 from reports.manifest import SIGNATURE_ALGORITHM
 from reports.names import MAX_FILE_STEM, report_file_stem  # noqa: F401 - re-exported
+from reports.plain import amount_text, count_text, duration_text, share_text
 from reports.profile import Profile, ProfileError, load_profile, render_sections
 from reports.signing import Signer
 
@@ -84,6 +88,7 @@ class ReportCase:
     profile: str = DEFAULT_PROFILE
     institution: str | None = None  # who files / controls the processing (compliance profiles)
     contact: str | None = None  # where a subject asks for review / exercises rights
+    trail: MoneyTrail | None = None  # the alerted money's trail (evidence_graph.trail)
 
     @property
     def run_id(self) -> str:
@@ -145,6 +150,8 @@ def report_id_for(case: ReportCase) -> str:
         "institution": case.institution,
         "contact": case.contact,
     }
+    if case.trail is not None:
+        payload["trail"] = case.trail.to_dict()
     return "report-" + canonical_sha256(payload)[:16]
 
 
@@ -516,6 +523,118 @@ def _trace_section(trace: EvidenceTrace) -> list:
     return out
 
 
+def _trail_unit(trail: MoneyTrail) -> str:
+    return "USD" if trail.amount_paid.currency == "US Dollar" else "USD equiv."
+
+
+def trail_summary(trail: MoneyTrail) -> list[str]:
+    """Where the alerted money came from and where it went, in rounded figures (the trail's
+    exact cents are in its file)."""
+    unit, whole = _trail_unit(trail), trail.amount_cents
+    horizon = duration_text((trail.window_end - trail.window_start) / 2)
+    rows = {(a.node_id, a.side): a for a in trail.accounts}
+    dropped = {(side, why): (n, c) for side, why, n, c in trail.dropped}
+    lines = [f"The alerted transfer moved {amount_text(whole, unit)} from {trail.subject} to {trail.receiver}."]
+    recv = rows.get((trail.receiver, "receiver"))
+    down = [a for a in trail.accounts if a.side == "downstream"]
+    if recv is not None and recv.hub:
+        lines.append(f"Where it went: {trail.receiver} is a busy account (over the hub limit of transfers in "
+                     "the window); the money is not followed past it.")
+    elif recv is not None:
+        outs = [f for f in trail.flows if f.side == "downstream" and f.src == trail.receiver]
+        passed = sum(f.traced_cents for f in outs)
+        if passed:
+            last = max(f.timestamp for f in outs)
+            alert_time = next(f.timestamp for f in trail.flows if f.side == "alerted")
+            deepest = max((a.hop for a in down), default=1)
+            lines.append(
+                f"Where it went: {share_text(passed, whole)} was passed on by {trail.receiver} within "
+                f"{duration_text(last - alert_time)} to {count_text(len({f.dst for f in outs}), 'account')}; "
+                f"the trail follows it through {count_text(len({a.node_id for a in down}), 'account')}, "
+                f"up to {count_text(deepest, 'transfer')} from the subject, within {horizon} of the alert.")
+        else:
+            lines.append(f"Where it went: {trail.receiver} passed none of it on within {horizon}.")
+        kept = [(a.node_id, a.held_cents) for a in (recv, *down) if a.held_cents and not a.hub]
+        hubs = [(a.node_id, a.received_cents) for a in down if a.hub]
+        parts = []
+        if kept:
+            parts.append(f"{share_text(sum(c for _, c in kept), whole)} in "
+                         f"{count_text(len({n for n, _ in kept}), 'account')} of the trail")
+        if hubs:
+            parts.append(f"{share_text(sum(c for _, c in hubs), whole)} at "
+                         f"{count_text(len({n for n, _ in hubs}), 'busy account')} not followed")
+        n, c = dropped.get(("downstream", "small"), (0, 0))
+        if n:
+            parts.append(f"{share_text(c, whole)} in {count_text(n, 'smaller transfer')} not followed")
+        n, c = dropped.get(("downstream", "limit"), (0, 0))
+        if n:
+            parts.append(f"{share_text(c, whole)} in {count_text(n, 'transfer')} past the trail's limits")
+        if parts:
+            lines.append(f"At the end of the window: {'; '.join(parts)}.")
+    subj = rows.get((trail.subject, "subject"))
+    up = [a for a in trail.accounts if a.side == "upstream"]
+    if subj is not None:
+        funded = whole - subj.held_cents
+        if up:
+            deepest = max(a.hop for a in up)
+            lines.append(
+                f"Where it came from: {share_text(funded, whole)} of it had reached {trail.subject} from "
+                f"{count_text(len({a.node_id for a in up}), 'account')} in the {horizon} before "
+                f"(up to {count_text(deepest, 'transfer')} back); {share_text(subj.held_cents, whole)} was money "
+                f"{trail.subject} held before the window.")
+        else:
+            lines.append(f"Where it came from: {share_text(subj.held_cents, whole)} of it was money "
+                         f"{trail.subject} held before the window (nothing it received in the {horizon} "
+                         "before carried a share of 1 % or more)." if subj.held_cents else
+                         f"Where it came from: transfers into {trail.subject} under the trail's share each.")
+    return lines
+
+
+#: The money-trail table lists the trail's headline accounts (and the typology's members).
+_SIDE_WORDS = {"subject": "subject (sent it)", "receiver": "receiver", "upstream": "paid in (before)",
+               "downstream": "paid on (after)", "member": "typology member"}
+
+
+def _trail_section(trail: MoneyTrail) -> list:
+    unit = _trail_unit(trail)
+    out: list = [Paragraph("Money trail", STYLES["h2"]), _lines(trail_summary(trail), "body"), Spacer(1, 4)]
+    shown = [a for a in trail.accounts if a.headline]
+    on_trail = {a.node_id for a in trail.accounts}
+    s = "cell_small"
+    rows = [[_p(_SIDE_WORDS.get(a.side, a.side) + (" (busy: not followed)" if a.hub else ""), s),
+             _p(str(a.hop), s), _p(a.node_id, s),
+             _p(amount_text(a.received_cents, "") if a.received_cents else "", s),
+             _p(amount_text(a.sent_cents, "") if a.sent_cents else "", s),
+             _p(amount_text(a.held_cents, "") if a.held_cents else "", s)] for a in shown]
+    rows += [[_p(_SIDE_WORDS["member"], s), _p("", s), _p(m, s), _p("", s), _p("", s), _p("", s)]
+             for m in trail.members if m not in on_trail]
+    w = [34 * mm, 10 * mm, 40 * mm, 0, 0, 0]
+    w[3] = w[4] = w[5] = (CONTENT_W - sum(w)) / 3
+    out.append(_grid_table(["Role", "Hops", "Account", f"Traced in ({unit})", f"Traced out ({unit})",
+                            f"Kept or older ({unit})"], rows, w))
+    rest = [a for a in trail.accounts if not a.headline]
+    if rest:
+        n = len({a.node_id for a in rest})
+        total = sum(a.received_cents for a in rest if a.side in ("downstream", "receiver"))
+        given = sum(a.sent_cents for a in rest if a.side == "upstream")
+        out.append(_p(f"{count_text(n, 'more account')} on the trail are not listed here: they received "
+                      f"{amount_text(total, unit)} and paid in {amount_text(given, unit)} of the traced money. "
+                      "The trail file lists every account and transfer.", "note"))
+    out.append(_p(f"Attribution: pro rata. Each account's balance counts from the start of the window; every "
+                  f"transfer out carries the traced share of what the account held then. Transfers carrying "
+                  f"under {_percent(trail)} of the alerted amount are counted, not followed. Amounts in "
+                  f"{unit} at the reference rates, rounded to 4 significant digits; trail {trail.trail_id}.",
+                  "note"))
+    return out
+
+
+def _percent(trail: MoneyTrail) -> str:
+    from fractions import Fraction
+
+    share = Fraction(str(dict(trail.params).get("min_share", "1/100")))
+    return f"{float(share * 100):g} %"
+
+
 def _manifest_section(manifest: ReportManifest, manifest_name: str) -> list:
     rows = [
         ("Report id", manifest.report_id, "cell_mono"),
@@ -541,6 +660,7 @@ _EXTRA_LABELS = {
     "audit_chain_id": "Audit chain id",
     "source_offset": "Source offset",
     "graph_query": "Graph query",
+    "trail_id": "Money trail id",
     "renderer": "Renderer",
     "pdf_creation_date": "PDF creation date",
     "signature_algorithm": "Signature algorithm",
@@ -564,6 +684,8 @@ def render_alert_pdf(case: ReportCase, manifest: ReportManifest) -> bytes:
     story += _case_header(case, profile)
     story += _executive_summary(case)
     story += _narrative_from(case)
+    if case.trail is not None:
+        story += _trail_section(case.trail)
     story += _summary_section(case.alert)
     story += _reason_section(case.reason_codes)
     story += _trace_section(case.trace)
@@ -626,20 +748,28 @@ def prepare_alert_report(case: ReportCase) -> tuple[str, list[tuple[str, bytes]]
             ("source_offset", str(alert.event.source_offset)),
             ("graph_query", graph_query_text(trace)),
             *_narrative_manifest_fields(case.narrative),
+            *((("trail_id", case.trail.trail_id),) if case.trail is not None else ()),
         ),
     )
     pdf = render_alert_pdf(case, unsigned)
-    return report_file_stem(alert.alert_id), [(".pdf", pdf), (".trace.json.gz", trace_file_bytes(trace))], unsigned
+    files = [(".pdf", pdf), (".trace.json.gz", trace_file_bytes(trace))]
+    if case.trail is not None:
+        if case.trail.event_id != alert.event.event_id:
+            raise ValueError(f"trail {case.trail.trail_id} follows transfer {case.trail.event_id!r}, not the "
+                             f"alert's {alert.event.event_id!r}")
+        files.append((".trail.json.gz", gzip.compress((case.trail.to_json() + "\n").encode(), compresslevel=9,
+                                                       mtime=0)))
+    return report_file_stem(alert.alert_id), files, unsigned
 
 
 def make_case(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCode], *, input_sha256: str,
               code_version: str, seed: int, typologies: Sequence[tuple[str, str]] = (),
               narrative: str | Narrative | None = None, drift: Sequence[DriftStatus] | None = None,
               profile: str = DEFAULT_PROFILE, institution: str | None = None,
-              contact: str | None = None) -> ReportCase:
+              contact: str | None = None, trail: MoneyTrail | None = None) -> ReportCase:
     return ReportCase(alert, trace, tuple(reason_codes), input_sha256, code_version, seed,
                       tuple((str(n), str(e)) for n, e in typologies), narrative,
-                      None if drift is None else tuple(drift), profile, institution, contact)
+                      None if drift is None else tuple(drift), profile, institution, contact, trail)
 
 
 def render_alert_report(
@@ -740,11 +870,13 @@ class ReportWriter:
         typologies: Sequence[tuple[str, str]] = (),
         narrative: str | Narrative | None = None,
         drift: Sequence[DriftStatus] | None = None,
+        trail: MoneyTrail | None = None,
     ) -> ReportManifest | ReportFailure:
         """The alert's report (see :func:`render_alert_report`), or why it could not be written."""
         try:
             stem, contents, unsigned = prepare_alert_report(make_case(
-                alert, trace, reason_codes, typologies=typologies, narrative=narrative, drift=drift, **self._args))
+                alert, trace, reason_codes, typologies=typologies, narrative=narrative, drift=drift, trail=trail,
+                **self._args))
             published = self.store.publish(stem, contents, unsigned)
         except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
             failure = ReportFailure(alert.alert_id, _unicode_text(f"{type(e).__name__}: {e}"[:_MAX_REASON]))

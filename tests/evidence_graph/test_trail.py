@@ -9,7 +9,6 @@ from collections import defaultdict
 from datetime import timedelta
 from fractions import Fraction
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,7 +131,7 @@ def test_small_flows_are_counted_not_followed() -> None:
                   tx("card", "M", "C", 3, amount=usd(5)), tx("onward", "C", "D", 4, amount=usd(5)))
     t = g.trail("alert")
     assert acct("C") not in {a.node_id for a in t.accounts}
-    assert dict((s, (n, c)) for s, n, c in t.dropped)["downstream"] == (1, 500)
+    assert {(s, w): (n, c) for s, w, n, c in t.dropped}[("downstream", "small")] == (1, 500)
     assert received(t, "B") == 99_500
 
 
@@ -151,6 +150,7 @@ def test_the_hop_limit_cuts_and_says_where() -> None:
     t = g.trail("alert", max_hops=2)
     assert acct("D") not in {a.node_id for a in t.accounts}
     assert [(c.reason, c.node_id, c.dropped) for c in t.cuts] == [("hop limit", acct("C"), 1)]
+    assert {(s, w): (n, c) for s, w, n, c in t.dropped}[("downstream", "limit")] == (1, 10_000)
     assert t.truncated
 
 

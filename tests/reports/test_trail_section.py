@@ -1,0 +1,101 @@
+"""The report's money-trail section, read back from the PDF: the plain-language lines with figures
+worked out by hand, the headline table, the typology's members, rounded numbers only, and the
+trail file signed beside the PDF (verify passes, and the file decodes to the same trail)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from auditflow.money import Money
+from auditflow.records import AccountRef, MoneyTrail, TransactionEvent
+from evidence_graph import NetworkxGraphStore
+from evidence_graph.trail import money_trail
+from reports import ReportWriter
+from reports.testing import INPUT_SHA256, KEYRING, SIGNER, make_alert, make_reason_codes, make_trace
+from reports.verify import verify_reports
+
+MEMBER = "0555/MEMBER1"
+FUNDER, NEXT, LAST = "0099/FUND1", "0011/8011D2E40", "0077/ONWARD"
+
+
+def _usd(eid: str, src: str, dst: str, t: datetime, dollars: int) -> TransactionEvent:
+    m = Money("US Dollar", dollars * 100)
+    return TransactionEvent(eid, t, AccountRef.from_node_id(src), AccountRef.from_node_id(dst), m, m, "Wire", False, 0)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    # the alerted transfer: 0.025852 BTC = 297.298 USD at the reference rate (11,500) -> 29,730 cents
+    alert = make_alert()
+    subject, receiver = alert.event.sender.node_id, alert.event.receiver.node_id
+    store = NetworkxGraphStore()
+    store.add_transactions([
+        alert.event,
+        _usd("f1", FUNDER, subject, datetime(2022, 8, 31, 9, 0), 200),  # the subject's only money in
+        _usd("o1", receiver, NEXT, datetime(2022, 9, 1, 2, 5), 100),  # 1 h 49 min after the alert
+        _usd("o2", NEXT, LAST, datetime(2022, 9, 1, 5, 5), 100),
+    ])
+    trail = money_trail(store, alert.event, keep=[MEMBER, receiver])
+    out = tmp_path_factory.mktemp("trail-report")
+    writer = ReportWriter(out, input_sha256=INPUT_SHA256, code_version="t", seed=1, signer=SIGNER)
+    manifest = writer.write(alert, make_trace(), make_reason_codes(), trail=trail)
+    writer.finish()
+    text = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO((out / manifest.files[0][0]).read_bytes())).pages)
+    section = text[text.index("Money trail"):text.index("Alert summary")]
+    return out, manifest, trail, " ".join(section.split()), subject, receiver
+
+
+def test_the_section_says_where_the_money_went_and_came_from_in_rounded_words(written) -> None:
+    _, _, _, section, subject, receiver = written
+    # 10,000 of 29,730 cents passed on: 33.6 % -> 34 %; 1 h 49 min -> "within 2 hours" (a bound)
+    assert f"34 % was passed on by {receiver} within 2 hours to 1 account" in section
+    assert "the trail follows it through 2 accounts, up to 3 transfers from the subject" in section
+    # the receiver keeps 19,730 (66 %), the last account 10,000 (34 %): all of it in the trail
+    assert "At the end of the window: 100 % in 2 accounts of the trail." in section
+    # 20,000 of 29,730 came from the funder (67 %); 9,730 (33 %) the subject held before
+    assert f"67 % of it had reached {subject} from 1 account in the 3 days before" in section
+    assert f"33 % was money {subject} held before the window" in section
+
+
+def test_the_table_lists_the_headline_accounts_and_the_typology_members(written) -> None:
+    _, _, _, section, subject, receiver = written
+    assert f"subject (sent it) 0 {subject} 200 297.3 97.3" in section
+    assert f"receiver 1 {receiver} 297.3 100 197.3" in section
+    assert f"paid in (before) 1 {FUNDER} 200 200" in section
+    assert f"paid on (after) 3 {LAST} 100 100" in section
+    assert f"typology member {MEMBER}" in section
+    assert section.count(receiver) >= 2 and f"typology member {receiver}" not in section
+
+
+def test_no_figure_in_the_section_has_more_than_four_significant_digits(written) -> None:
+    section = written[3]
+    numbers = [t.strip(".,;()") for t in section.split() if re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?[.,;)]?", t)]
+    assert numbers, section
+    for n in numbers:
+        digits = n.replace(",", "").replace(".", "").strip("0") if "." in n else n.replace(",", "").rstrip("0")
+        assert len(digits.lstrip("0")) <= 4, (n, section)
+
+
+def test_the_trail_file_is_signed_beside_the_pdf_and_reads_back(written) -> None:
+    out, manifest, trail, *_ = written
+    names = [n for n, _ in manifest.files]
+    assert names[-1].endswith(".trail.json.gz") and ("trail_id", trail.trail_id) in manifest.extra
+    assert MoneyTrail.from_json(gzip.decompress((out / names[-1]).read_bytes())) == trail
+    assert verify_reports(out, KEYRING).findings == []
+
+
+def test_a_trail_of_another_transfer_is_refused(tmp_path: Path) -> None:
+    alert = make_alert()
+    other = _usd("other", "0099/X", "0099/Y", datetime(2022, 9, 1), 5)
+    store = NetworkxGraphStore()
+    store.add_transactions([other])
+    writer = ReportWriter(tmp_path, input_sha256=INPUT_SHA256, code_version="t", seed=1, signer=SIGNER)
+    failed = writer.write(alert, make_trace(), make_reason_codes(), trail=money_trail(store, other))
+    assert "follows transfer 'other'" in failed.reason
