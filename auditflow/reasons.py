@@ -27,6 +27,7 @@ through time-ordered transfers in the 7 days before
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from auditflow.features import (
     COUNTERPARTY_WINDOWS,
@@ -93,8 +94,19 @@ def times(value: float) -> str:
 Template = Callable[[float], str]
 
 
+@dataclass(frozen=True, slots=True)
+class _Flag:
+    """A yes/no feature's template: ``yes`` when set (value at least 0.5), else ``no``."""
+
+    yes: str
+    no: str
+
+    def __call__(self, value: float) -> str:
+        return self.yes if value >= 0.5 else self.no
+
+
 def _flag(yes: str, no: str) -> Template:
-    return lambda v: yes if v >= 0.5 else no
+    return _Flag(yes, no)
 
 
 _LONG = span_text(LONG_WINDOW_MINUTES)
@@ -268,6 +280,18 @@ TEMPLATES: dict[str, Template] = {
     **_graph_templates(),
 }
 assert set(TEMPLATES) == set(MODEL_STREAM_FEATURES) | set(GRAPH_FEATURE_NAMES), "reason mapping incomplete"
+
+
+def is_absence(feature: str, value: float) -> bool:
+    """A yes/no feature that is off ("not paid by Cheque", "sender had dealt with this payee
+    before"): true of most transfers, so never shown to a person as a reason for suspicion,
+    whatever its share of the score (the exact table keeps it).
+
+    >>> is_absence("fmt_cheque", 0.0), is_absence("fmt_cheque", 1.0), is_absence("amount_usd", 0.0)
+    (True, False, False)
+    """
+    template = TEMPLATES.get(feature)
+    return isinstance(template, _Flag) and value < 0.5
 
 
 def reason_text(feature: str, value: float) -> str:

@@ -34,14 +34,14 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 import reportlab
-from reportlab.lib import colors
 from reportlab.lib.units import mm
-from reportlab.platypus import KeepTogether, Paragraph, Spacer, Table, TableStyle
+from reportlab.platypus import KeepTogether, PageBreak, Paragraph, Spacer
 
 from auditflow.canonical import canonical_sha256
-from auditflow.money import CURRENCIES, Money, format_amount
-from auditflow.records import Alert, EvidenceTrace, MoneyTrail, Narrative, ReasonCode, ReportManifest, TraceEdge
-from reports._charts import MAX_DRAWN_NODES, MAX_NODES_PER_COLUMN, shap_bar_chart, trace_subgraph
+from auditflow.money import CURRENCIES, Money, format_amount, usd_cents
+from auditflow.reasons import TEMPLATES, is_absence, reason_text
+from auditflow.records import Alert, EvidenceTrace, MoneyTrail, Narrative, ReasonCode, ReportManifest
+from reports._charts import shap_bar_chart
 from reports._pdf import (
     CONTENT_W,
     PDF_CREATION_DATE,
@@ -49,13 +49,20 @@ from reports._pdf import (
     STYLES,
     _grid_table,
     _key_value_table,
-    _lines,
     _p,
     build_pdf,
 )
 from reports.manifest import SIGNATURE_ALGORITHM
 from reports.names import MAX_FILE_STEM, report_file_stem  # noqa: F401 - re-exported
-from reports.plain import amount_text, count_text, duration_text, share_text
+from reports.plain import (
+    amount_text,
+    count_text,
+    duration_text,
+    money_plain,
+    round_figures,
+    score_text,
+    share_text,
+)
 from reports.profile import Profile, ProfileError, load_profile, render_sections
 from reports.signing import Signer
 
@@ -159,31 +166,49 @@ def _party(ref) -> str:
     return f"bank {ref.bank} / account {ref.account} ({ref.node_id})"
 
 
-def _reasons_text(reason_codes: Sequence[ReasonCode], n: int = 3) -> str:
-    """The ``n`` factors that raised the score most, in the reason codes' order, each as its
-    description, its value and its exact share: ``amount paid, in USD: 297.3 (raised the
-    log-odds by 0.31)``."""
-    up = [rc for rc in reason_codes if rc.contribution > 0][:n]
-    if not up:
-        return "no factor raised the score"
-    return "; ".join(f"{rc.description}: {number_text(rc.value)} (raised the log-odds by {number_text(rc.contribution)})"
-                     for rc in up)
+def plain_reasons(reason_codes: Sequence[ReasonCode], n: int = 3) -> list[str]:
+    """The ``n`` factors that raised the score most, as a person reads them: the sentence of the
+    versioned mapping (:mod:`auditflow.reasons`) for the value, figures rounded; never a factor
+    that lowered the score, a yes/no factor that is off ("not paid by Cheque") or a raw feature
+    name (a feature outside the mapping shows its recorded description)."""
+    out: list[str] = []
+    for rc in reason_codes:
+        if rc.contribution <= 0 or is_absence(rc.feature, rc.value):
+            continue
+        out.append(round_figures(reason_text(rc.feature, rc.value) if rc.feature in TEMPLATES else rc.description))
+        if len(out) == n:
+            break
+    return out
+
+
+def _amount_plain(m: Money) -> str:
+    """``XBT 0.02585 (about USD 297.3)``: rounded, in its currency, with the US dollar value."""
+    text = money_plain(m)
+    return text if m.currency == "US Dollar" else f"{text} (about {amount_text(usd_cents(m))})"
+
+
+def _verdict(a: Alert) -> str:
+    side = "at or above" if a.score >= a.threshold else "below"
+    return f"The model scored the transfer {score_text(a.score)}, {side} the alert threshold of {score_text(a.threshold)}"
 
 
 def case_fields(case: ReportCase) -> dict[str, str | None]:
-    """The facts a profile template may use, from the case (``None`` where the case has none)."""
+    """The facts a profile template may use, from the case (``None`` where the case has none),
+    in rounded figures (the appendix has the exact ones)."""
     a, ev, t = case.alert, case.alert.event, case.trace
-    amount = money_text(ev.amount_paid)
+    amount = _amount_plain(ev.amount_paid)
     if ev.amount_received != ev.amount_paid:
-        amount += f" paid, {money_text(ev.amount_received)} received"
+        amount += f" paid, {_amount_plain(ev.amount_received)} received"
     typ = ", ".join(n for n, _ in case.typologies)
-    why = (f"The model scored the transfer {number_text(a.score)}, at or above the alert threshold "
-           f"{number_text(a.threshold)}" if a.score >= a.threshold else
-           f"The model scored the transfer {number_text(a.score)} (alert threshold {number_text(a.threshold)})")
-    why += f"; the factors that raised it most: {_reasons_text(case.reason_codes)}"
+    reasons = plain_reasons(case.reason_codes)
+    why = _verdict(a)
+    why += f"; what raised it most: {'; '.join(reasons)}" if reasons else "; no single factor raised it much"
     why += f". Laundering typologies matched by the evidence: {typ}." if typ else ". No known laundering typology matched."
-    how = (f"Following the money out of {t.root} for up to {t.max_hops} hops reached {len(t.nodes)} accounts "
-           f"through {len(t.edges)} transfers (trace {t.trace_id}).")
+    if case.trail is not None:
+        how = " ".join(trail_summary(case.trail)[1:])
+    else:
+        how = (f"Following the money out of {t.root} for up to {t.max_hops} hops reached "
+               f"{count_text(len(t.nodes), 'account')} through {count_text(len(t.edges), 'transfer')}.")
     return {
         "alert_id": a.alert_id,
         "event_id": ev.event_id,
@@ -193,7 +218,7 @@ def case_fields(case: ReportCase) -> dict[str, str | None]:
         "payment_format": ev.payment_format,
         "when": _ts(ev.timestamp),
         "where": f"from bank {ev.sender.bank} to bank {ev.receiver.bank}",
-        "source": f"the input file with SHA-256 {case.input_sha256}, record offset {ev.source_offset}",
+        "source": "the input file and record named under Data lineage (appendix)",
         "why": why,
         "how": how,
         "logic": ("A two-stage gradient-boosted tree model scores every transfer from per-account activity "
@@ -220,13 +245,6 @@ def check_organisation(profile: Profile, institution: str | None, contact: str |
                            "(the institution and contact its reports name)")
 
 
-def template_narrative(case: ReportCase) -> str:
-    """The narrative a report carries when the narrator gave none: the case's facts in order."""
-    f = case_fields(case)
-    return (f"On {f['when']} the account {f['subject']} sent {f['amount']} by {f['payment_format']} to "
-            f"{f['counterparty']} ({f['where']}). {f['why']}\n\n{f['how']}")
-
-
 # ----------------------------------------------------------------------------- sections
 
 
@@ -243,20 +261,34 @@ def _case_header(case: ReportCase, profile: Profile) -> list:
     return [Paragraph("Case", STYLES["h2"]), _key_value_table(rows)]
 
 
-def _executive_summary(case: ReportCase) -> list:
+def plain_summary(case: ReportCase) -> list[str]:
+    """The first page in plain words: who paid whom, how much, when, why it was flagged, the
+    pattern it is part of, and where the money came from and went (the money trail)."""
     a, ev = case.alert, case.alert.event
-    typ = [n for n, _ in case.typologies]
-    lines = [
-        f"Transfer {ev.event_id} of {money_text(ev.amount_paid)} by {ev.payment_format} from "
-        f"{ev.sender.node_id} to {ev.receiver.node_id} on {_ts(ev.timestamp)}.",
-        f"Score {number_text(a.score)} against threshold {number_text(a.threshold)}: "
-        + ("alert raised." if a.score >= a.threshold else "below the threshold."),
-        f"Strongest factors: {_reasons_text(case.reason_codes)}.",
-        f"Typologies: {', '.join(typ)}." if typ else "Typologies: none matched.",
-        f"Evidence: {len(case.trace.nodes)} accounts and {len(case.trace.edges)} transfers within "
-        f"{case.trace.max_hops} hops" + (f" (cut: {_cut_reasons(case.trace)})." if case.trace.truncated else "."),
-    ]
-    return [Paragraph("Executive summary", STYLES["h2"]), _lines(lines, "body")]
+    lines = [f"On {ev.timestamp:%Y-%m-%d} at {ev.timestamp:%H:%M} UTC, account {ev.sender.node_id} (bank "
+             f"{ev.sender.bank}) paid {_amount_plain(ev.amount_paid)} by {ev.payment_format} to account "
+             f"{ev.receiver.node_id} (bank {ev.receiver.bank})."]
+    reasons = plain_reasons(case.reason_codes)
+    lines.append(f"{_verdict(a)}." + (f" What raised it most: {'; '.join(reasons)}." if reasons else ""))
+    for name, explanation in case.typologies:
+        lines.append(f"Pattern: {name}. {round_figures(explanation)}")
+    if not case.typologies:
+        lines.append("Pattern: no known laundering typology matched around this transfer.")
+    if case.trail is not None:
+        lines += trail_summary(case.trail)[1:]
+    else:
+        t = case.trace
+        lines.append(f"Evidence: following the money out of {t.root} reached {count_text(len(t.nodes), 'account')} "
+                     f"through {count_text(len(t.edges), 'transfer')} within {t.max_hops} hops"
+                     + (f" (cut: {_cut_reasons(t)})." if t.truncated else "."))
+    return lines
+
+
+def _plain_summary_section(case: ReportCase) -> list:
+    out: list = [Paragraph("Summary", STYLES["h2"])]
+    for line in plain_summary(case):
+        out += [_p(line, "body"), Spacer(1, 2)]
+    return out
 
 
 #: The lines that open and close the narrator's paragraph in the PDF (see :func:`narrative_from_pdf_text`).
@@ -302,8 +334,9 @@ def _narrative_from(case: ReportCase) -> list:
         out.append(_p("Source: the narrator (generated text; check it against the evidence below).", "note"))
         text = case.narrative
     else:
-        out.append(_p("Source: template (no narrator output for this alert): the case's recorded facts.", "note"))
-        text = template_narrative(case)
+        out.append(_p("Source: template (no narrator output for this alert): the case's recorded facts are the "
+                      "summary on the first page.", "note"))
+        return out
     out.append(Spacer(1, 2))
     for para in text.strip().split("\n\n"):
         out.append(Paragraph(escape(para.strip()).replace("\n", "<br/>"), STYLES["body"]))
@@ -407,73 +440,8 @@ def _typology_section(typologies: Sequence[tuple[str, str]]) -> list:
     return out
 
 
-def _edge_owner(edge: TraceEdge, depths: dict[str, int]) -> str:
-    """The account whose hop-table row lists ``edge``: the end the trace reached through it."""
-    ends = [n for n in (edge.dst, edge.src) if n in depths]
-    if not ends:
-        return edge.dst
-    reached = [n for n in ends if depths[n] == edge.hop]
-    if reached:
-        return reached[0]
-    return max(ends, key=lambda n: (depths[n], n == edge.dst))
-
-
-def _counterparty(edge: TraceEdge, owner: str) -> str:
-    if edge.src == edge.dst:
-        return "self-transfer"
-    return f"from {edge.src}" if edge.dst == owner else f"to {edge.dst}"
-
-
-#: The hop table lists at most this many transfers (shallowest hops first); the complete trace
-#: is written beside the PDF as ``<stem>.trace.json.gz`` and hashed in the manifest.
-MAX_TABLE_TRANSFERS = 300
-
-
-def _hop_table(trace: EvidenceTrace) -> tuple[Table, bool]:
-    """One row per transfer, grouped under the account it reached; groups shaded alternately."""
-    depths = trace.depths()
-    by_owner: dict[str, list[TraceEdge]] = {}
-    for e in trace.edges:
-        by_owner.setdefault(_edge_owner(e, depths), []).append(e)
-    groups: list[tuple[str, str, list[str], list[TraceEdge]]] = []
-    for node in sorted(trace.nodes, key=lambda n: (n.hop_depth, n.node_id)):
-        upstream = sorted(node.upstream_ids) or ["(root)" if node.node_id == trace.root else "(none)"]
-        groups.append((str(node.hop_depth), node.node_id, upstream, by_owner.pop(node.node_id, [])))
-    for owner in sorted(by_owner):  # transfers whose accounts are missing from the node list
-        groups.append(("?", owner, ["(not in trace nodes)"], by_owner[owner]))
-
-    s = "cell_small"
-    rows: list[list[Paragraph]] = []
-    shading: list[tuple] = []
-    capped = False
-    for g, (hop, account, upstream, edges) in enumerate(groups):
-        if len(rows) >= MAX_TABLE_TRANSFERS:
-            capped = True
-            break
-        first = len(rows) + 1  # +1 for the header row
-        edges = sorted(edges, key=lambda e: (e.timestamp, e.event_id))
-        for i, e in enumerate(edges or [None]):
-            if i == 0:
-                node_cells = [_p(hop, s), _p(account, s), _lines(upstream, s)]
-            else:
-                node_cells = [_p("", s) for _ in range(3)]
-            if e is None:
-                edge_cells = [_p("(none)", s)] + [_p("", s) for _ in range(3)]
-            else:
-                edge_cells = [_p(e.event_id, s), _p(money_text(e.amount_paid), s),
-                              _p(_ts(e.timestamp), s), _p(_counterparty(e, account), s)]
-            rows.append(node_cells + edge_cells)
-        if g % 2:
-            shading.append(("BACKGROUND", (0, first), (-1, len(rows)), colors.HexColor("#f4f6f7")))
-    w = [9 * mm, 28 * mm, 28 * mm, 32 * mm, 0, 18 * mm, 25 * mm]
-    w[4] = CONTENT_W - sum(w)
-    t = _grid_table(["Hop", "Account", "Upstream accounts", "Transfer event id", "Amount paid",
-                     "Time", "Counterparty"], rows, w)
-    t.setStyle(TableStyle(shading))
-    return t, capped
-
-
 def _trace_section(trace: EvidenceTrace) -> list:
+    """The complete trace's query, size and cuts; its accounts and transfers are in the trace file."""
     if trace.window_start is None and trace.window_end is None:
         window = "no time window"
     else:
@@ -485,41 +453,18 @@ def _trace_section(trace: EvidenceTrace) -> list:
         ("Parameters", f"direction {trace.direction}, max hops {trace.max_hops}, "
                        f"fan-out cap {trace.fanout_cap}, {window}", "cell"),
         ("Backend", trace.backend or "(not recorded)", "cell"),
-        ("Size", f"{len(trace.nodes)} accounts, {len(trace.edges)} transfers", "cell"),
+        ("Size", f"{len(trace.nodes)} accounts, {len(trace.edges)} transfers (every one in the trace file "
+                 "listed in the manifest)", "cell"),
     ]
-    out: list = [Paragraph("Evidence trace", STYLES["h2"]), _key_value_table(params)]
+    out: list = [Paragraph("Complete evidence trace", STYLES["h2"]),
+                 _p("Every transfer out of the subject's account after the alert and onward, whatever its "
+                    "size (the money trail above keeps the alerted money only).", "note"),
+                 _key_value_table(params)]
     if trace.truncated:
         out.append(Spacer(1, 3))
         hubs = f" Hubs reached but not expanded: {', '.join(trace.hubs)}." if trace.hubs else ""
         out.append(_p(f"The trace was cut ({_cut_reasons(trace)}): it does not show every transfer "
                       f"of the accounts it reached.{hubs}", "warn"))
-
-    drawing, info = trace_subgraph(trace, width=CONTENT_W)
-    legend = ("Columns are hop depths, accounts sorted by id; the root is highlighted; arrows point "
-              "from payer to payee; xN marks N transfers between the same pair; a loop marks a "
-              "self-transfer.")
-    if info.capped:
-        caption = (
-            f"Drawing capped: showing {info.drawn_nodes} of {info.total_nodes} accounts and "
-            f"{info.drawn_edges} of {info.total_edges} transfers (at most {MAX_DRAWN_NODES} accounts, "
-            f"{MAX_NODES_PER_COLUMN} per hop, shallowest first, by account id). "
-            "The hop table and the trace file list the accounts and transfers."
-        )
-    else:
-        caption = f"All {info.total_nodes} accounts and {info.total_edges} transfers drawn."
-    out.append(Spacer(1, 6))
-    out.append(KeepTogether([_p("Trace subgraph", "caption"), drawing,
-                             _p(caption, "warn" if info.capped else "note"), _p(legend, "note")]))
-
-    out.append(Spacer(1, 6))
-    table, capped = _hop_table(trace)
-    if capped:
-        out.append(_p(f"Hop table (shallowest hops first, about {MAX_TABLE_TRANSFERS} rows; the complete "
-                      f"trace of {len(trace.nodes)} accounts and {len(trace.edges)} transfers is in the "
-                      "trace file listed in the manifest)", "caption"))
-    else:
-        out.append(_p("Hop table (every account and transfer in the trace)", "caption"))
-    out.append(table)
     return out
 
 
@@ -597,7 +542,9 @@ _SIDE_WORDS = {"subject": "subject (sent it)", "receiver": "receiver", "upstream
 
 def _trail_section(trail: MoneyTrail) -> list:
     unit = _trail_unit(trail)
-    out: list = [Paragraph("Money trail", STYLES["h2"]), _lines(trail_summary(trail), "body"), Spacer(1, 4)]
+    out: list = [Paragraph("Money trail", STYLES["h2"]),
+                 _p("Where the alerted money came from and where it went (the summary above says it in words): "
+                    "the accounts that carried most of it.", "note"), Spacer(1, 3)]
     shown = [a for a in trail.accounts if a.headline]
     on_trail = {a.node_id for a in trail.accounts}
     s = "cell_small"
@@ -677,22 +624,24 @@ def render_alert_pdf(case: ReportCase, manifest: ReportManifest) -> bytes:
     stem = report_file_stem(case.alert.alert_id)
     story: list = [
         Paragraph(escape(f"AML alert report: {case.alert.alert_id}"), STYLES["title"]),
-        _p(f"Report {manifest.report_id}. Every value below is printed exactly as recorded: "
-           "amounts in their original currency and precision, model numbers as exact decimals.",
-           "note"),
+        _p(f"Report {manifest.report_id}. Figures before the appendix are rounded; the appendix and the "
+           "report's files hold the exact values.", "note"),
     ]
+    story += _plain_summary_section(case)
     story += _case_header(case, profile)
-    story += _executive_summary(case)
-    story += _narrative_from(case)
     if case.trail is not None:
         story += _trail_section(case.trail)
+    story += _narrative_from(case)
+    story += _typology_section(case.typologies)
+    story += _drift_section(case.drift)
+    story += _compliance_section(case, profile)
+    story += [PageBreak(), Paragraph("Appendix: exact values", STYLES["title"]),
+              _p("Amounts in their original currency and precision, model numbers as exact decimals, "
+                 "the reasons' contributions in log-odds.", "note")]
     story += _summary_section(case.alert)
     story += _reason_section(case.reason_codes)
     story += _trace_section(case.trace)
-    story += _typology_section(case.typologies)
-    story += _drift_section(case.drift)
     story += _lineage_section(case)
-    story += _compliance_section(case, profile)
     story += _manifest_section(manifest, f"{stem}.manifest.json")
     return build_pdf(
         story, title=f"AML alert report {case.alert.alert_id}",

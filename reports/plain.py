@@ -16,8 +16,11 @@ The exact values stay in the report's appendix and its files.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+
+from auditflow.money import CURRENCIES, Money
 
 SIGNIFICANT = 4
 
@@ -29,17 +32,57 @@ def _round_sig(x: Decimal, digits: int = SIGNIFICANT) -> Decimal:
     return x.scaleb(-exp).quantize(Decimal(1), rounding=ROUND_HALF_EVEN).scaleb(exp)
 
 
+def _figure(x: Decimal) -> str:
+    """A rounded amount: 4 significant digits, thousands separators, millions and billions in words."""
+    x = _round_sig(x)
+    for word, size in (("billion", Decimal(10) ** 9), ("million", Decimal(10) ** 6)):
+        if abs(x) >= size:
+            return f"{_round_sig(x / size).normalize():f} {word}"
+    if abs(x) >= 1000:
+        return f"{int(x):,}"
+    return f"{x.normalize():f}"
+
+
 def amount_text(cents: int, unit: str = "USD") -> str:
     """``cents`` as ``USD 48,210``: 4 significant digits (no cents at 1,000 and above), millions
     and billions in words; ``unit=""``: the number alone (a table whose header names the unit)."""
-    x = _round_sig(Decimal(cents) / 100)
-    prefix = f"{unit} " if unit else ""
-    for word, size in (("billion", Decimal(10) ** 9), ("million", Decimal(10) ** 6)):
-        if abs(x) >= size:
-            return f"{prefix}{_round_sig(x / size).normalize():f} {word}"
-    if abs(x) >= 1000:
-        return f"{prefix}{int(x):,}"
-    return f"{prefix}{x.normalize():f}"
+    text = _figure(Decimal(cents) / 100)
+    return f"{unit} {text}" if unit else text
+
+
+def money_plain(m: Money) -> str:
+    """An amount in its own currency, rounded: ``XBT 0.02585``, ``EUR 1.25 million``.
+
+    >>> from auditflow.money import parse_amount
+    >>> money_plain(parse_amount("0.025852", "Bitcoin", field="x")), money_plain(Money("Euro", 125_000_000))
+    ('XBT 0.02585', 'EUR 1.25 million')
+    """
+    return f"{CURRENCIES[m.currency][0]} {_figure(m.to_decimal())}"
+
+
+def score_text(x: float) -> str:
+    """A model score for people: two decimals (``0.97``); the exact value is in the appendix."""
+    return f"{x:.2f}"
+
+
+_NUMBER = re.compile(r"(?<![\w./-])\d[\d,]*(?:\.\d+)?(?![\w/-])")
+
+
+def round_figures(text: str) -> str:
+    """``text`` with every standalone number of more than 4 significant digits rounded to 4
+    (ids, dates and times are not standalone numbers and stay as they are).
+
+    >>> round_figures("amount paid: USD 7,603.15; 12 payees; 0.123456 of it; on 2022-09-01 00:16")
+    'amount paid: USD 7,603; 12 payees; 0.1235 of it; on 2022-09-01 00:16'
+    """
+
+    def one(m: re.Match[str]) -> str:
+        digits = m.group().replace(",", "").replace(".", "").lstrip("0")
+        if len(digits.rstrip("0") if "." not in m.group() else digits) <= SIGNIFICANT:
+            return m.group()
+        return _figure(Decimal(m.group().replace(",", "")))
+
+    return _NUMBER.sub(one, text)
 
 
 def share_text(part: int, whole: int) -> str:

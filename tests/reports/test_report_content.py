@@ -49,22 +49,24 @@ def test_case_header_ids_are_the_content_addresses_spelled_out(sar):
     chain_id = "chain-" + digest16({"input_sha256": INPUT_SHA256, "source_offset": 1874, "event_id": alert.event.event_id,
                                     "alert_id": alert.alert_id, "trace_id": trace.trace_id,
                                     "model_digest": alert.model_digest})
-    case = text.split("Case", 1)[1].split("Executive summary", 1)[0]
+    case = text.split("Case", 1)[1].split("Narrative", 1)[0]
     for expected in (chain_id, alert.alert_id, "2022-09-01 00:16 (UTC)", alert.model_digest, run_id,
                      "sar: Suspicious activity report narrative"):
         assert expected in case, expected
     assert dict(m.extra)["run_id"] == run_id and dict(m.extra)["audit_chain_id"] == chain_id
 
 
-def test_executive_summary_and_template_narrative_state_the_facts(sar):
+def test_the_first_page_says_who_what_when_how_much_and_why_in_rounded_words(sar):
     _, _, text = sar
-    summary = text.split("Executive summary", 1)[1].split("Narrative", 1)[0]
-    assert "Transfer tx-4b1d0c9e7f2a3b65 of 0.025852 Bitcoin (XBT) by Bitcoin from 00220/8001C8C51 to 01420/8003093C1" in summary
-    assert "Score 0.9731842279434204 against threshold 0.62: alert raised." in summary
-    assert "Typologies: fan-out." in summary and "6 accounts and 7 transfers within 3 hops" in summary
-    narrative = text.split("Narrative", 1)[1].split("Alert summary", 1)[0]
+    summary = text.split("Summary", 1)[1].split("Case", 1)[0]
+    # 0.025852 BTC at 4 significant digits; at the reference rate (11,500) 297.298 USD -> 297.3
+    assert ("On 2022-09-01 at 00:16 UTC, account 00220/8001C8C51 (bank 00220) paid XBT 0.02585 (about USD 297.3) "
+            "by Bitcoin to account 01420/8003093C1 (bank 01420).") in summary
+    assert "The model scored the transfer 0.97, at or above the alert threshold of 0.62." in summary
+    assert "Pattern: fan-out. The sender paid 7 distinct payees within 24 hours." in summary
+    assert "following the money out of 00220/8001C8C51 reached 6 accounts through 7 transfers within 3 hops" in summary
+    narrative = text.split("Narrative", 1)[1].split("Typologies found", 1)[0]
     assert "Source: template (no narrator output for this alert)" in narrative
-    assert "sent 0.025852 Bitcoin (XBT) by Bitcoin" in narrative
 
 
 def test_a_narrators_text_is_labelled_as_such(tmp_path):
@@ -94,7 +96,7 @@ def test_sar_profile_answers_who_what_when_where_why_how(sar):
                     "Why is the activity suspicious", "How did the activity occur"):
         assert heading in section, heading
     assert "The paying account bank 00220 / account 8001C8C51 (00220/8001C8C51) sent the transfer" in section
-    assert "A Bitcoin transfer of 0.025852 Bitcoin (XBT) (event tx-4b1d0c9e7f2a3b65)" in section
+    assert "A Bitcoin transfer of XBT 0.02585 (about USD 297.3) (event tx-4b1d0c9e7f2a3b65)" in section
     assert "from bank 00220 to bank 01420" in section
     assert "FinCEN" in section
 
