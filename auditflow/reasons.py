@@ -294,6 +294,16 @@ def is_absence(feature: str, value: float) -> bool:
     return isinstance(template, _Flag) and value < 0.5
 
 
+def about_others(feature: str) -> bool:
+    """A feature about the receiver's activity (``rcv_*``, ``g_rcv_*``): another person's data,
+    left out of a notice addressed to the sender.
+
+    >>> about_others("rcv_in_cp_7d"), about_others("g_rcv_in_usd_7d"), about_others("snd_out_n_1h")
+    (True, True, False)
+    """
+    return feature.startswith(("rcv_", "g_rcv_"))
+
+
 def reason_text(feature: str, value: float) -> str:
     """The investigator's sentence for ``feature`` at ``value``; ``KeyError`` for an unknown feature."""
     return TEMPLATES[feature](float(value))

@@ -993,6 +993,55 @@ def trail_id_for(event_id: str, params: dict[str, Any], flows: list[tuple[str, s
     return "trail-" + canonical_sha256({"event": event_id, "params": params, "flows": sorted(flows)})[:16]
 
 
+@dataclass(frozen=True, slots=True)
+class AccountActivity:
+    """One account's transfers in a window (a SAR's subject block): how many and how much each way
+    (US cents at the reference rates), its first and last transfer in the window; ``capped`` when
+    it had more transfers than were counted."""
+
+    node_id: str
+    window_start: datetime
+    window_end: datetime
+    transfers_in: int
+    transfers_out: int
+    usd_in_cents: int
+    usd_out_cents: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    capped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        def opt(ts: datetime | None) -> str | None:
+            return ts_to_wire(ts) if ts else None
+
+        return {
+            "node_id": self.node_id,
+            "window": [ts_to_wire(self.window_start), ts_to_wire(self.window_end)],
+            "transfers": [self.transfers_in, self.transfers_out],
+            "usd_cents": [self.usd_in_cents, self.usd_out_cents],
+            "seen": [opt(self.first_seen), opt(self.last_seen)],
+            "capped": self.capped,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PriorAlert:
+    """An earlier alert of the same run on one of the same accounts (``account``)."""
+
+    alert_id: str
+    timestamp: datetime
+    account: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alert_id": self.alert_id,
+            "timestamp": ts_to_wire(self.timestamp),
+            "account": self.account,
+            "score": self.score,
+        }
+
+
 #: Where a narrative sentence came from: the language model, or the deterministic template of its
 #: facts (the model's attempts were rejected by the fact check until the retry budget ran out).
 NARRATIVE_SOURCES = ("model", "template")

@@ -750,6 +750,7 @@ def run_deep_path(
         explained = explain_alerts(candidates, cascade, features_fn)
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
+        run_alerts = [c.alert for c in cases]
         rank = {t: i for i, t in enumerate(TIERS)}
         queue = sorted(cases, key=lambda c: rank.get(c.tier, len(rank)))  # stable: by score within a tier
         for c in queue:
@@ -760,6 +761,7 @@ def run_deep_path(
             t_case = time.perf_counter()
             trace, matches = trace_and_typologies(store, alert, settings)
             trail = alert_trail(store, alert, settings, matches)
+            sar = sar_context(store, alert, settings, matches, prior_alerts(run_alerts, alert))
             # one report that fails (a hostile id, a layout error) is recorded, not raised
             outcome = writer.write(
                 alert,
@@ -769,6 +771,7 @@ def run_deep_path(
                 drift=alert_drift_status(drift_windows, alert.event),
                 narrative=narrative_for(settings, alert, trace, codes, matches),
                 trail=trail,
+                sar=sar,
             )
             if isinstance(outcome, ReportFailure):
                 case.report_error = outcome.reason
@@ -958,23 +961,68 @@ class AlertEvidence:
     transfers: tuple
 
 
-def alert_evidence(store, alert: Alert, settings: Settings) -> AlertEvidence:
-    """:func:`trace_and_typologies` for ``alert`` on ``store``, with the findings' transfers the
-    trace did not cross, read as the detector read them (its window around the alert, its cap)."""
+def finding_transfers(store, alert: Alert, settings: Settings, matches, skip=frozenset()) -> dict:
+    """The typology findings' transfers (event id -> :class:`~evidence_graph.GraphEdge`) but those
+    in ``skip``, read as the detector read them (its window around the alert, its cap)."""
     from evidence_graph.typologies import TYPOLOGY_NEIGHBOR_CAP
 
-    trace, matches = trace_and_typologies(store, alert, settings)
-    wanted = {eid for m in matches for eid in m.event_ids} - {e.event_id for e in trace.edges}
-    extra: dict[str, Any] = {}
+    wanted = {eid for m in matches for eid in m.event_ids} - set(skip)
+    found: dict[str, Any] = {}
     if wanted:
         t, around = alert.event.timestamp, settings.typology_window
         members = sorted({a for m in matches for a in m.accounts})
-        found = store.expand([(a, t - around, t + around) for a in members], "out", TYPOLOGY_NEIGHBOR_CAP)
+        got = store.expand([(a, t - around, t + around) for a in members], "out", TYPOLOGY_NEIGHBOR_CAP)
         for a in members:
-            for g in found[a]:
+            for g in got[a]:
                 if g.event_id in wanted:
-                    extra.setdefault(g.event_id, g)
+                    found.setdefault(g.event_id, g)
+    return found
+
+
+def alert_evidence(store, alert: Alert, settings: Settings) -> AlertEvidence:
+    """:func:`trace_and_typologies` for ``alert`` on ``store``, with the findings' transfers the
+    trace did not cross, read as the detector read them (its window around the alert, its cap)."""
+    trace, matches = trace_and_typologies(store, alert, settings)
+    extra = finding_transfers(store, alert, settings, matches, skip={e.event_id for e in trace.edges})
     return AlertEvidence(alert, trace, matches, tuple(extra.values()))
+
+
+def prior_alerts(alerts: Sequence[Alert], alert: Alert) -> tuple:
+    """The alerts of ``alerts`` before ``alert`` (event time, then alert id) on its sender's or
+    receiver's account, latest first (:class:`~auditflow.records.PriorAlert`)."""
+    from auditflow.records import PriorAlert
+
+    ev = alert.event
+    mine = {ev.sender.node_id, ev.receiver.node_id}
+    key = (ev.timestamp, alert.alert_id)
+    out = []
+    for a in alerts:
+        if (a.event.timestamp, a.alert_id) >= key:
+            continue
+        shared = sorted(mine & {a.event.sender.node_id, a.event.receiver.node_id})
+        if shared:
+            out.append(PriorAlert(a.alert_id, a.event.timestamp, shared[0], a.score))
+    return tuple(sorted(out, key=lambda p: (p.timestamp, p.alert_id), reverse=True))
+
+
+def sar_context(store, alert: Alert, settings: Settings, matches, prior: tuple = ()):
+    """A SAR's facts about ``alert`` (:class:`reports.alert_report.SarContext`): the subject's
+    activity over the trace horizon either side, the alerted transfer with its typology
+    instances' transfers, ``prior`` alerts."""
+    from evidence_graph import GraphEdge
+    from evidence_graph.queries import account_activity
+    from reports.alert_report import SarContext
+
+    t, h = alert.event.timestamp, settings.trace_horizon
+    subject = account_activity(store, alert.account.node_id, t - h, t + h)
+    suspicious = {
+        alert.event.event_id: GraphEdge.from_event(alert.event),
+        **finding_transfers(store, alert, settings, matches, skip={alert.event.event_id}),
+    }
+    times = [e.timestamp for e in suspicious.values()]
+    return SarContext(
+        subject, len(suspicious), sum(e.paid_cents for e in suspicious.values()), min(times), max(times), prior
+    )
 
 
 # ---------------------------------------------------------------------------- the run's alerts and their reports
@@ -1036,9 +1084,11 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         signer=report_signer(settings),
         **options,
     )
+    run_alerts = [alert_from_row(d) for d in iter_json_lines(paths.alerts)]
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
         trail = alert_trail(store, alert, settings, matches)
+        sar = sar_context(store, alert, settings, matches, prior_alerts(run_alerts, alert))
     out = writer.write(
         alert,
         trace,
@@ -1046,6 +1096,7 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         typologies=[(m.typology, m.explanation) for m in matches],
         narrative=narrative_for(settings, alert, trace, codes, matches),
         trail=trail,
+        sar=sar,
     )
     head = writer.finish()
     if isinstance(out, ReportFailure):

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from auditflow.limits import DEFAULT_FANOUT_CAP, MAX_TRACE_HOPS, TRACE_HOP_HORIZON
 from auditflow.money import usd_cents
+from auditflow.records import AccountActivity
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore, check_window
 
@@ -117,3 +118,25 @@ def neighborhood(
     if len(out) > limit:
         out, cut = out[:limit], True
     return Neighborhood(account, tuple(out), cut)
+
+
+def account_activity(store: GraphStore, account: str, start: datetime, end: datetime, *,
+                     edge_limit: int = 10_000) -> AccountActivity:
+    """What ``account`` received and sent in ``[start, end]`` (its first ``edge_limit``
+    transfers each way; ``capped`` when it had more): a SAR's subject block."""
+    check_window(start, end)
+    got = {d: store.neighbors_batch([account], d, start, end, edge_limit + 1)[account] for d in ("in", "out")}
+    ins, outs = got["in"][:edge_limit], got["out"][:edge_limit]
+    both = [*ins, *outs]
+    return AccountActivity(
+        node_id=account,
+        window_start=start,
+        window_end=end,
+        transfers_in=len(ins),
+        transfers_out=len(outs),
+        usd_in_cents=sum(e.received_cents for e in ins),
+        usd_out_cents=sum(e.paid_cents for e in outs),
+        first_seen=min((e.timestamp for e in both), default=None),
+        last_seen=max((e.timestamp for e in both), default=None),
+        capped=len(got["in"]) > edge_limit or len(got["out"]) > edge_limit,
+    )

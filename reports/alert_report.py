@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -39,8 +40,18 @@ from reportlab.platypus import KeepTogether, PageBreak, Paragraph, Spacer
 
 from auditflow.canonical import canonical_sha256
 from auditflow.money import CURRENCIES, Money, format_amount, usd_cents
-from auditflow.reasons import TEMPLATES, is_absence, reason_text
-from auditflow.records import Alert, EvidenceTrace, MoneyTrail, Narrative, ReasonCode, ReportManifest
+from auditflow.reasons import TEMPLATES, about_others, is_absence, reason_text
+from auditflow.fincen import activity_categories
+from auditflow.records import (
+    AccountActivity,
+    Alert,
+    EvidenceTrace,
+    MoneyTrail,
+    Narrative,
+    PriorAlert,
+    ReasonCode,
+    ReportManifest,
+)
 from reports._charts import shap_bar_chart
 from reports._pdf import (
     CONTENT_W,
@@ -80,6 +91,25 @@ class DriftStatus:
 
 
 @dataclass(frozen=True)
+class SarContext:
+    """What a suspicious activity report needs beyond the alert: the subject's activity in the
+    evidence window, the suspicious transfers (the alerted one and those of the typology instance
+    it belongs to: how many, their total in US cents, first and last), and the run's earlier
+    alerts on the same accounts."""
+
+    subject: AccountActivity
+    suspicious_transfers: int
+    suspicious_cents: int
+    first: datetime
+    last: datetime
+    prior_alerts: tuple[PriorAlert, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"subject": self.subject.to_dict(), "suspicious": [self.suspicious_transfers, self.suspicious_cents],
+                "range": [_ts(self.first), _ts(self.last)], "prior_alerts": [p.to_dict() for p in self.prior_alerts]}
+
+
+@dataclass(frozen=True)
 class ReportCase:
     """Everything an alert report shows (its content address is :func:`report_id_for`)."""
 
@@ -96,6 +126,7 @@ class ReportCase:
     institution: str | None = None  # who files / controls the processing (compliance profiles)
     contact: str | None = None  # where a subject asks for review / exercises rights
     trail: MoneyTrail | None = None  # the alerted money's trail (evidence_graph.trail)
+    sar: SarContext | None = None  # the SAR's subject block, suspicious total and prior alerts
 
     @property
     def run_id(self) -> str:
@@ -159,6 +190,8 @@ def report_id_for(case: ReportCase) -> str:
     }
     if case.trail is not None:
         payload["trail"] = case.trail.to_dict()
+    if case.sar is not None:
+        payload["sar"] = case.sar.to_dict()
     return "report-" + canonical_sha256(payload)[:16]
 
 
@@ -166,14 +199,15 @@ def _party(ref) -> str:
     return f"bank {ref.bank} / account {ref.account} ({ref.node_id})"
 
 
-def plain_reasons(reason_codes: Sequence[ReasonCode], n: int = 3) -> list[str]:
+def plain_reasons(reason_codes: Sequence[ReasonCode], n: int = 3, *, subject_only: bool = False) -> list[str]:
     """The ``n`` factors that raised the score most, as a person reads them: the sentence of the
     versioned mapping (:mod:`auditflow.reasons`) for the value, figures rounded; never a factor
     that lowered the score, a yes/no factor that is off ("not paid by Cheque") or a raw feature
-    name (a feature outside the mapping shows its recorded description)."""
+    name (a feature outside the mapping shows its recorded description); ``subject_only``: none
+    about the receiver's activity either."""
     out: list[str] = []
     for rc in reason_codes:
-        if rc.contribution <= 0 or is_absence(rc.feature, rc.value):
+        if rc.contribution <= 0 or is_absence(rc.feature, rc.value) or (subject_only and about_others(rc.feature)):
             continue
         out.append(round_figures(reason_text(rc.feature, rc.value) if rc.feature in TEMPLATES else rc.description))
         if len(out) == n:
@@ -192,6 +226,10 @@ def _verdict(a: Alert) -> str:
     return f"The model scored the transfer {score_text(a.score)}, {side} the alert threshold of {score_text(a.threshold)}"
 
 
+def _subject_only(case: ReportCase) -> bool:
+    return load_profile(case.profile).subject_only
+
+
 def case_fields(case: ReportCase) -> dict[str, str | None]:
     """The facts a profile template may use, from the case (``None`` where the case has none),
     in rounded figures (the appendix has the exact ones)."""
@@ -200,7 +238,7 @@ def case_fields(case: ReportCase) -> dict[str, str | None]:
     if ev.amount_received != ev.amount_paid:
         amount += f" paid, {_amount_plain(ev.amount_received)} received"
     typ = ", ".join(n for n, _ in case.typologies)
-    reasons = plain_reasons(case.reason_codes)
+    reasons = plain_reasons(case.reason_codes, subject_only=_subject_only(case))
     why = _verdict(a)
     why += f"; what raised it most: {'; '.join(reasons)}" if reasons else "; no single factor raised it much"
     why += f". Laundering typologies matched by the evidence: {typ}." if typ else ". No known laundering typology matched."
@@ -221,13 +259,56 @@ def case_fields(case: ReportCase) -> dict[str, str | None]:
         "source": "the input file and record named under Data lineage (appendix)",
         "why": why,
         "how": how,
-        "logic": ("A two-stage gradient-boosted tree model scores every transfer from per-account activity "
-                  "over the last hour, day and week and from the transaction graph around the accounts; "
-                  "each factor's share of the score is measured exactly (TreeSHAP) and listed as a "
-                  f"reason code. Model {a.model_digest}."),
+        "logic": ("A computer model gives every payment a score between 0 and 1 from facts about it: its amount "
+                  "and type, how the paying and receiving accounts were used in the hour, day and week before, and "
+                  "how money moved between accounts around it. A payment that scores at or above a set level "
+                  f"(here {score_text(a.threshold)}) is passed to an investigator, a person, who decides what "
+                  "happens next; the score alone decides nothing. The factors named are the facts about this "
+                  "payment that raised its score the most (each factor's share is measured exactly and kept "
+                  f"on file). Model version {_short(a.model_digest)}."),
         "controller": case.institution,
         "business": case.institution,
         "contact": case.contact,
+        **_sar_fields(case),
+    }
+
+
+def _sar_fields(case: ReportCase) -> dict[str, str]:
+    """The SAR's subject block, suspicious total and date range, FinCEN activity categories and
+    the run's prior alerts on the same accounts, in rounded figures."""
+    ev, sar = case.alert.event, case.sar
+    cats = activity_categories([n for n, _ in case.typologies], ev.payment_format,
+                               cross_currency=ev.amount_paid.currency != ev.amount_received.currency)
+    fields = {"activity_category": "; ".join(f"{c.text} (code {c.code})" for c in cats)
+              + ". Suggested from the evidence: the filer decides."}
+    if sar is None:
+        return fields | {
+            "subject_block": f"{_party(ev.sender)}: its activity was not computed for this report.",
+            "suspicious_amount": f"{_amount_plain(ev.amount_paid)} in the alerted transfer",
+            "date_range": f"{_ts(ev.timestamp)} (the alerted transfer)",
+            "prior_alerts": "not looked up for this report",
+        }
+    a = sar.subject
+    span = duration_text((a.window_end - a.window_start) / 2)
+    seen = (f"first seen {_ts(a.first_seen)}, last seen {_ts(a.last_seen)}" if a.first_seen and a.last_seen
+            else "no transfers")
+    block = (f"{_party(ev.sender)}. In the {span} before and after the alert ({_ts(a.window_start)} to "
+             f"{_ts(a.window_end)}): {seen}; received {amount_text(a.usd_in_cents)} in "
+             f"{count_text(a.transfers_in, 'transfer')} and sent {amount_text(a.usd_out_cents)} in "
+             f"{count_text(a.transfers_out, 'transfer')}" + (" (more transfers than counted)." if a.capped else "."))
+    if sar.prior_alerts:
+        shown = ", ".join(f"{p.alert_id} on {_ts(p.timestamp)} ({p.account}, score {score_text(p.score)})"
+                          for p in sar.prior_alerts[:5])
+        more = f" and {len(sar.prior_alerts) - 5} more" if len(sar.prior_alerts) > 5 else ""
+        prior = f"{count_text(len(sar.prior_alerts), 'earlier alert')} in this run on the same accounts: {shown}{more}."
+    else:
+        prior = "none: no earlier alert in this run on the subject's or the receiver's account."
+    return fields | {
+        "subject_block": block,
+        "suspicious_amount": (f"{amount_text(sar.suspicious_cents)} in {count_text(sar.suspicious_transfers, 'transfer')}"
+                              " (the alerted transfer and the typology instance it belongs to)"),
+        "date_range": f"{_ts(sar.first)} to {_ts(sar.last)}",
+        "prior_alerts": prior,
     }
 
 
@@ -265,11 +346,15 @@ def plain_summary(case: ReportCase) -> list[str]:
     """The first page in plain words: who paid whom, how much, when, why it was flagged, the
     pattern it is part of, and where the money came from and went (the money trail)."""
     a, ev = case.alert, case.alert.event
+    only = _subject_only(case)
+    to = "another account" if only else f"account {ev.receiver.node_id} (bank {ev.receiver.bank})"
     lines = [f"On {ev.timestamp:%Y-%m-%d} at {ev.timestamp:%H:%M} UTC, account {ev.sender.node_id} (bank "
-             f"{ev.sender.bank}) paid {_amount_plain(ev.amount_paid)} by {ev.payment_format} to account "
-             f"{ev.receiver.node_id} (bank {ev.receiver.bank})."]
-    reasons = plain_reasons(case.reason_codes)
+             f"{ev.sender.bank}) paid {_amount_plain(ev.amount_paid)} by {ev.payment_format} to {to}."]
+    reasons = plain_reasons(case.reason_codes, subject_only=only)
     lines.append(f"{_verdict(a)}." + (f" What raised it most: {'; '.join(reasons)}." if reasons else ""))
+    if only:  # a notice to the data subject: nothing about other accounts
+        return lines + ["Only this account's own data is shown here; what the review found about other "
+                        "accounts is kept by the institution."]
     for name, explanation in case.typologies:
         lines.append(f"Pattern: {name}. {round_figures(explanation)}")
     if not case.typologies:
@@ -390,7 +475,7 @@ def _compliance_section(case: ReportCase, profile: Profile) -> list:
     return out
 
 
-def _summary_section(alert: Alert) -> list:
+def _summary_section(alert: Alert, *, subject_only: bool = False) -> list:
     ev = alert.event
     verdict = "at or above" if alert.score >= alert.threshold else "BELOW"
     rows = [
@@ -408,6 +493,8 @@ def _summary_section(alert: Alert) -> list:
         ("Model digest", f"{_short(alert.model_digest)} (full digest in the manifest section)", "cell"),
         ("Source offset", str(ev.source_offset), "cell"),
     ]
+    if subject_only:
+        rows = [r for r in rows if r[0] != "Receiver"]
     return [Paragraph("Alert summary", STYLES["h2"]), _key_value_table(rows)]
 
 
@@ -627,20 +714,23 @@ def render_alert_pdf(case: ReportCase, manifest: ReportManifest) -> bytes:
         _p(f"Report {manifest.report_id}. Figures before the appendix are rounded; the appendix and the "
            "report's files hold the exact values.", "note"),
     ]
+    only = profile.subject_only  # a notice to the data subject: no other account's data
     story += _plain_summary_section(case)
     story += _case_header(case, profile)
-    if case.trail is not None:
+    if case.trail is not None and not only:
         story += _trail_section(case.trail)
-    story += _narrative_from(case)
-    story += _typology_section(case.typologies)
+    if not only:
+        story += _narrative_from(case)
+    story += _typology_section([(n, "" if only else e) for n, e in case.typologies])
     story += _drift_section(case.drift)
     story += _compliance_section(case, profile)
     story += [PageBreak(), Paragraph("Appendix: exact values", STYLES["title"]),
               _p("Amounts in their original currency and precision, model numbers as exact decimals, "
                  "the reasons' contributions in log-odds.", "note")]
-    story += _summary_section(case.alert)
-    story += _reason_section(case.reason_codes)
-    story += _trace_section(case.trace)
+    story += _summary_section(case.alert, subject_only=only)
+    story += _reason_section([rc for rc in case.reason_codes if not (only and about_others(rc.feature))])
+    if not only:
+        story += _trace_section(case.trace)
     story += _lineage_section(case)
     story += _manifest_section(manifest, f"{stem}.manifest.json")
     return build_pdf(
@@ -715,10 +805,11 @@ def make_case(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonC
               code_version: str, seed: int, typologies: Sequence[tuple[str, str]] = (),
               narrative: str | Narrative | None = None, drift: Sequence[DriftStatus] | None = None,
               profile: str = DEFAULT_PROFILE, institution: str | None = None,
-              contact: str | None = None, trail: MoneyTrail | None = None) -> ReportCase:
+              contact: str | None = None, trail: MoneyTrail | None = None,
+              sar: SarContext | None = None) -> ReportCase:
     return ReportCase(alert, trace, tuple(reason_codes), input_sha256, code_version, seed,
                       tuple((str(n), str(e)) for n, e in typologies), narrative,
-                      None if drift is None else tuple(drift), profile, institution, contact, trail)
+                      None if drift is None else tuple(drift), profile, institution, contact, trail, sar)
 
 
 def render_alert_report(
@@ -820,12 +911,13 @@ class ReportWriter:
         narrative: str | Narrative | None = None,
         drift: Sequence[DriftStatus] | None = None,
         trail: MoneyTrail | None = None,
+        sar: SarContext | None = None,
     ) -> ReportManifest | ReportFailure:
         """The alert's report (see :func:`render_alert_report`), or why it could not be written."""
         try:
             stem, contents, unsigned = prepare_alert_report(make_case(
                 alert, trace, reason_codes, typologies=typologies, narrative=narrative, drift=drift, trail=trail,
-                **self._args))
+                sar=sar, **self._args))
             published = self.store.publish(stem, contents, unsigned)
         except Exception as e:  # noqa: BLE001 - any failure of one report is recorded, not raised
             failure = ReportFailure(alert.alert_id, _unicode_text(f"{type(e).__name__}: {e}"[:_MAX_REASON]))

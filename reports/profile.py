@@ -1,7 +1,9 @@
 """Compliance profiles of the alert report, as data: ``reports/profiles/<name>.json``.
 
 A profile is a title, the rule it follows (``basis``), the case fields it requires, and sections
-(a heading and a text template with ``{field}`` placeholders), plus a closing note. Adding a
+(a heading and a text template with ``{field}`` placeholders), plus a closing note; optionally
+``subject_only`` (a notice addressed to the data subject: the report shows only the subject's own
+data, no other account's id or activity). Adding a
 profile is adding a file; nothing in the code branches on its name. A profile file that is
 malformed, or whose templates use a field it does not require, is refused when loaded; a
 report whose case lacks a required field is refused when rendered, naming the field
@@ -10,7 +12,7 @@ report whose case lacks a required field is refused when rendered, naming the fi
 >>> p = load_profile("sar")
 >>> p.name, p.required[:3]
 ('sar', ('subject', 'counterparty', 'amount'))
->>> render_sections(p, {f: "x" for f in p.required})[0]
+>>> render_sections(p, {f: "x" for f in p.required})[3]
 ('Who is conducting the suspicious activity', 'The paying account x sent the transfer; the receiving account is x.')
 """
 
@@ -24,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 _KEYS = {"name", "title", "basis", "required", "sections", "note"}
+_OPTIONAL = {"subject_only"}
 
 
 class ProfileError(ValueError):
@@ -38,6 +41,7 @@ class Profile:
     required: tuple[str, ...]
     sections: tuple[tuple[str, str], ...]
     note: str
+    subject_only: bool = False
 
 
 def profile_names() -> list[str]:
@@ -47,9 +51,12 @@ def profile_names() -> list[str]:
 
 
 def parse_profile(d: object, source: str) -> Profile:
-    if not isinstance(d, dict) or set(d) != _KEYS:
+    if not isinstance(d, dict) or not _KEYS <= set(d) <= _KEYS | _OPTIONAL:
         got = sorted(d) if isinstance(d, dict) else type(d).__name__
-        raise ProfileError(f"profile {source}: expected keys {sorted(_KEYS)}, got {got}")
+        raise ProfileError(f"profile {source}: expected keys {sorted(_KEYS)} (and optionally "
+                           f"{sorted(_OPTIONAL)}), got {got}")
+    if not isinstance(d.get("subject_only", False), bool):
+        raise ProfileError(f"profile {source}: subject_only must be true or false")
     if not all(isinstance(d[k], str) and d[k] for k in ("name", "title", "basis", "note")):
         raise ProfileError(f"profile {source}: name, title, basis and note must be non-empty strings")
     req = d["required"]
@@ -69,7 +76,8 @@ def parse_profile(d: object, source: str) -> Profile:
         sections.append((s["heading"], s["text"]))
     if not sections:
         raise ProfileError(f"profile {source}: no sections")
-    return Profile(d["name"], d["title"], d["basis"], tuple(req), tuple(sections), d["note"])
+    return Profile(d["name"], d["title"], d["basis"], tuple(req), tuple(sections), d["note"],
+                   d.get("subject_only", False))
 
 
 def load_profile(name_or_path: str | Path) -> Profile:

@@ -29,3 +29,35 @@ def test_a_fan_in_alert_carries_its_members_and_its_share_of_the_mule_s_pool() -
     z = trail.account(acct("Z"))
     assert z.received_cents == round(9_074 * 100 * 50_000 / sum(amounts))
     assert z.headline and trail.account(acct("M")).headline
+
+
+def test_the_sar_facts_of_a_fan_in_alert() -> None:
+    amounts = [9_000 + 37 * i for i in range(6)]
+    events = [tx(f"in{i}", f"P{i}", "M", 10 * i, amount=Money("US Dollar", a * 100)) for i, a in enumerate(amounts)]
+    events.append(tx("out", "M", "Z", 120, amount=Money("US Dollar", 50_000 * 100)))
+    store = NetworkxGraphStore()
+    store.add_transactions(events)
+    alert = Alert(alert_id_for("in2"), events[2], 0.9, 0.5, "model", ())
+    settings = Settings()
+    _, matches = flow.trace_and_typologies(store, alert, settings)
+    sar = flow.sar_context(store, alert, settings, matches)
+    # the alerted payment and the five others of its fan-in: 54,555 USD from minute 0 to minute 50
+    assert (sar.suspicious_transfers, sar.suspicious_cents) == (6, 5_455_500)
+    assert (sar.first, sar.last) == (events[0].timestamp, events[5].timestamp)
+    # the subject P2 made one transfer in the window, the alerted one
+    a = sar.subject
+    assert (a.transfers_in, a.transfers_out, a.usd_in_cents, a.usd_out_cents) == (0, 1, 0, 907_400)
+    assert a.first_seen == a.last_seen == events[2].timestamp
+
+
+def test_prior_alerts_are_the_earlier_ones_on_either_account() -> None:
+    def alert(eid: str, src: str, dst: str, minute: int) -> Alert:
+        return Alert(alert_id_for(eid), tx(eid, src, dst, minute), 0.7, 0.5, "model", ())
+
+    now = alert("now", "A", "B", 100)
+    run = [alert("a", "A", "X", 10), alert("b", "Y", "B", 20), alert("c", "X", "Y", 30), alert("d", "B", "A", 200),
+           now, alert("e", "Z", "A", 50)]
+    got = flow.prior_alerts(run, now)
+    # latest first; "c" shares no account, "d" is later, "now" is itself
+    assert [(p.alert_id, p.account) for p in got] == [
+        ("alert-e", acct("A")), ("alert-b", acct("B")), ("alert-a", acct("A"))]
