@@ -25,10 +25,11 @@ What is measured (wall clock; the process pinned to one CPU where the OS allows)
   its converted files are cached (``python bench/datasets/build.py``), IBM's AMLSim (third
   party, ``amlsim-days-s3``). Alerts are transfers drawn with a seeded RNG after the first 3 days:
   half laundering, half not (a model's alerts are both). Per alert, as the deep path makes it
-  (:func:`auditflow_app.flow.trace_and_typologies`, :func:`auditflow_app.flow.alert_trail` with
-  the default settings): the money trail (accounts on it, distinct -> ``trail_accounts_median``;
-  headline accounts), and the report with the trail (``sar`` profile, template narrative,
-  hand-built reason codes) -> its page count (``pages_median``, read back with pypdf).
+  (:func:`auditflow_app.flow.trace_and_typologies`, :func:`auditflow_app.flow.alert_trail`,
+  :func:`auditflow_app.flow.sar_context` with the default settings): the money trail (accounts on
+  it, distinct -> ``trail_accounts_median``; headline accounts), and the report with the trail and
+  the SAR facts (``sar`` profile, template narrative, hand-built reason codes) -> its page count
+  (``pages_median``, read back with pypdf).
 * **Neo4j** (when the server of ``deploy/services up neo4j`` answers; else ``na``): the
   generator's set written into a private namespace; 200 accounts' neighbour lookups
   (``GraphStore.expand`` of one account, both directions, the trail's window of 3 days either
@@ -220,8 +221,9 @@ def bench_evidence(root: Path, n: int, seed: int, log) -> dict:
         writer = ReportWriter(root / f"evidence-{name}", input_sha256=INPUT_SHA256, code_version="bench", seed=7,
                               signer=SIGNER)
         sizes, heads, pages, ms, trails = [], [], [], [], {}
-        for ev in alerts:
-            alert = Alert(alert_id_for(ev.event_id), ev, 0.9, 0.5, "bench-model", (("amount_usd", 0.0),))
+        run = [Alert(alert_id_for(ev.event_id), ev, 0.9, 0.5, "bench-model", (("amount_usd", 0.0),)) for ev in alerts]
+        for alert in run:
+            ev = alert.event
             trace, matches = flow.trace_and_typologies(store, alert, settings)
             t0 = time.perf_counter()
             trail = flow.alert_trail(store, alert, settings, matches)
@@ -229,7 +231,8 @@ def bench_evidence(root: Path, n: int, seed: int, log) -> dict:
             trails[ev.event_id] = (alert, matches, trail)
             sizes.append(len({a.node_id for a in trail.accounts}))
             heads.append(len({a.node_id for a in trail.accounts if a.headline} | set(trail.members)))
-            m = writer.write(alert, trace, make_reason_codes(), trail=trail,
+            sar = flow.sar_context(store, alert, settings, matches, flow.prior_alerts(run, alert))
+            m = writer.write(alert, trace, make_reason_codes(), trail=trail, sar=sar,
                              typologies=[(x.typology, x.explanation) for x in matches])
             if not hasattr(m, "files"):
                 raise SystemExit(f"report failed: {m}")
