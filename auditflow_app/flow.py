@@ -751,6 +751,7 @@ def run_deep_path(
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
         run_alerts = [c.alert for c in cases]
+        narrated = narrated_alerts(settings, [(c.alert, c.tier) for c in cases])
         rank = {t: i for i, t in enumerate(TIERS)}
         queue = sorted(cases, key=lambda c: rank.get(c.tier, len(rank)))  # stable: by score within a tier
         for c in queue:
@@ -769,7 +770,7 @@ def run_deep_path(
                 codes,
                 typologies=[(m.typology, m.explanation) for m in matches],
                 drift=alert_drift_status(drift_windows, alert.event),
-                narrative=narrative_for(settings, alert, trace, codes, matches),
+                narrative=narrative_for(settings, alert, trace, codes, matches, narrated),
                 trail=trail,
                 sar=sar,
             )
@@ -837,7 +838,7 @@ def check_report_settings(settings: Settings, *, development_key: bool = False) 
 
     report_signer(settings, development_key=development_key)
     check_organisation(load_profile(settings.report_profile), settings.report_institution, settings.report_contact)
-    if settings.narrator_min_score is not None:  # the narrative tier needs the narrator's model here
+    if settings.narrator_min_score is not None or settings.narrator_top:  # the narrator's model is needed here
         from model_service.narrator import model_path
 
         model_path()
@@ -852,10 +853,25 @@ def report_profile_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def narrative_for(settings: Settings, alert: Alert, trace, codes, matches):
-    """The narrator's narrative of an alert whose tier asks for one (score at least
-    ``AUDITFLOW_NARRATOR_MIN_SCORE``), else None (the report prints its template narrative)."""
-    if settings.narrator_min_score is None or alert.score < settings.narrator_min_score:
+def narrated_alerts(settings: Settings, alerts: Sequence[tuple[Alert, str]]) -> set[str]:
+    """The alert ids of ``alerts`` (alert, tier) that get a narrator's narrative: those scored at
+    least ``AUDITFLOW_NARRATOR_MIN_SCORE``, and the ``AUDITFLOW_NARRATOR_TOP`` highest-scoring
+    of the critical tier (ties: alert id)."""
+    chosen = {
+        a.alert_id
+        for a, _ in alerts
+        if settings.narrator_min_score is not None and a.score >= settings.narrator_min_score
+    }
+    if settings.narrator_top:
+        critical = sorted((a for a, tier in alerts if tier == "critical"), key=lambda a: (-a.score, a.alert_id))
+        chosen |= {a.alert_id for a in critical[: settings.narrator_top]}
+    return chosen
+
+
+def narrative_for(settings: Settings, alert: Alert, trace, codes, matches, narrated: set[str]):
+    """The narrator's narrative of an alert in ``narrated`` (:func:`narrated_alerts`), else None
+    (the report says it has none)."""
+    if alert.alert_id not in narrated:
         return None
     from model_service.narrator import load_model, narrate
 
@@ -1084,7 +1100,9 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         signer=report_signer(settings),
         **options,
     )
-    run_alerts = [alert_from_row(d) for d in iter_json_lines(paths.alerts)]
+    rows = list(iter_json_lines(paths.alerts))
+    run_alerts = [alert_from_row(d) for d in rows]
+    narrated = narrated_alerts(settings, [(a, d.get("tier", "")) for a, d in zip(run_alerts, rows, strict=True)])
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
         trail = alert_trail(store, alert, settings, matches)
@@ -1094,7 +1112,7 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         trace,
         codes,
         typologies=[(m.typology, m.explanation) for m in matches],
-        narrative=narrative_for(settings, alert, trace, codes, matches),
+        narrative=narrative_for(settings, alert, trace, codes, matches, narrated),
         trail=trail,
         sar=sar,
     )
@@ -1477,6 +1495,12 @@ class DemoResult:
     run: RunResult
 
 
+#: The demo's narrated alerts (``AUDITFLOW_NARRATOR_TOP`` unless set): the top of the critical tier,
+#: as many as keep ``make demo`` near 10 minutes on 2 cores (the model loads in ~30 s, then ~10 s
+#: an alert).
+DEMO_NARRATED = 5
+
+
 def demo(
     settings: Settings,
     *,
@@ -1512,6 +1536,8 @@ def demo(
         settings = settings.model_copy(
             update={f"topic_{t}": f"auditflow-demo.{t}" for t in ("transactions", "alerts", "dlq")}
         )
+    if settings.narrator_top is None:  # the demo narrates the top of its critical tier
+        settings = settings.model_copy(update={"narrator_top": DEMO_NARRATED})
     data_dir = out / DATA_DIRNAME
     progress("generate", 0, None)
     history = generate(

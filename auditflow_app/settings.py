@@ -79,6 +79,8 @@ AUDITFLOW_ANALYST_TIMEOUT_S        per-query time limit of the analyst API      
 AUDITFLOW_ANALYST_MAX_RESULTS      most items one analyst API page returns          ``500``
 AUDITFLOW_NARRATOR_MIN_SCORE       alerts scored at least this get a narrator's     unset: none (the report's
                                    narrative in their report (the narrative tier)   template narrative)
+AUDITFLOW_NARRATOR_TOP             the N highest-scoring alerts of the critical     unset: none (``demo``: 5)
+                                   tier get a narrator's narrative too
 AUDITFLOW_NARRATOR_DEVICE          where the narrator's model runs: ``auto``        ``auto``
                                    (CUDA when there is one), ``cpu``, ``cuda``
 AUDITFLOW_NARRATOR_THREADS         torch CPU threads of the narrator                torch's default
@@ -193,6 +195,7 @@ class Settings(BaseSettings):
     analyst_timeout_s: float = Field(default=5.0, gt=0, le=600)
     analyst_max_results: int = Field(default=500, ge=1, le=100_000)
     narrator_min_score: float | None = Field(default=None, ge=0, le=1)
+    narrator_top: int | None = Field(default=None, ge=0)
     narrator_device: Literal["auto", "cpu", "cuda"] = "auto"
     narrator_threads: int | None = Field(default=None, ge=1)
     alert_budget_per_10k: float = Field(default=20.0, gt=0, le=10_000)

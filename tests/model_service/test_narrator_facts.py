@@ -103,25 +103,35 @@ def test_a_narrative_with_one_invented_fact_reports_that_fact(ev):
 
 
 def test_only_alerts_of_the_narrative_tier_get_a_narrator(monkeypatch):
-    from auditflow_app.flow import narrative_for
+    from dataclasses import replace
+
+    from auditflow_app.flow import narrated_alerts, narrative_for
     from auditflow_app.settings import Settings
 
-    for name in ("AUDITFLOW_NARRATOR_MIN_SCORE", "AUDITFLOW_NARRATOR_DEVICE"):
+    for name in ("AUDITFLOW_NARRATOR_MIN_SCORE", "AUDITFLOW_NARRATOR_TOP", "AUDITFLOW_NARRATOR_DEVICE"):
         monkeypatch.delenv(name, raising=False)
     alert = make_alert()  # scored 0.973...
-    assert narrative_for(Settings(), alert, make_trace(), make_reason_codes(), []) is None
-    assert narrative_for(Settings(narrator_min_score=0.99), alert, make_trace(), make_reason_codes(), []) is None
+    assert narrated_alerts(Settings(), [(alert, "critical")]) == set()
+    assert narrated_alerts(Settings(narrator_min_score=0.99), [(alert, "critical")]) == set()
+    assert narrative_for(Settings(), alert, make_trace(), make_reason_codes(), [], set()) is None
+    # the top 2 of the critical tier by score, and whatever scores at least the bar, whatever its tier
+    run = [(replace(alert, alert_id=f"a{i}", score=score), tier) for i, (score, tier) in
+           enumerate([(0.99, "critical"), (0.95, "critical"), (0.97, "critical"), (0.999, "normal"), (0.5, "normal")])]
+    assert narrated_alerts(Settings(narrator_top=2), run) == {"a0", "a2"}
+    assert narrated_alerts(Settings(narrator_top=2, narrator_min_score=0.996), run) == {"a0", "a2", "a3"}
+    assert narrated_alerts(Settings(narrator_top=0), run) == set()
     monkeypatch.setenv("AUDITFLOW_NARRATOR_MIN_SCORE", "0.5")
+    monkeypatch.setenv("AUDITFLOW_NARRATOR_TOP", "3")
     monkeypatch.setenv("AUDITFLOW_NARRATOR_DEVICE", "cpu")
     s = Settings()
-    assert (s.narrator_min_score, s.narrator_device) == (0.5, "cpu")
+    assert (s.narrator_min_score, s.narrator_top, s.narrator_device) == (0.5, 3, "cpu")
 
 
 def test_an_alert_of_the_narrative_tier_is_narrated_with_the_configured_model_and_seed(monkeypatch):
     """At or above ``narrator_min_score`` the alert's narrative is the narrator's: its model loaded
     on the configured device and threads, the matches passed as (typology, explanation), the run's
     seed (the model itself is replaced here: nothing is loaded)."""
-    from auditflow_app.flow import narrative_for
+    from auditflow_app.flow import narrated_alerts, narrative_for
     from auditflow_app.settings import Settings
     from evidence_graph import TypologyMatch
     from model_service import narrator
@@ -139,7 +149,8 @@ def test_an_alert_of_the_narrative_tier_is_narrated_with_the_configured_model_an
     alert, trace, codes = make_alert(), make_trace(), make_reason_codes()
     match = TypologyMatch("fan-out", (ROOT, A1, A2), ("e1", "e2"), "The sender paid 7 distinct payees.")
     settings = Settings(narrator_min_score=alert.score, narrator_device="cpu", narrator_threads=2, seed=11)
-    assert narrative_for(settings, alert, trace, codes, [match]) == "the narrative"  # a score equal to the bar
+    narrated = narrated_alerts(settings, [(alert, "normal")])  # a score equal to the bar
+    assert narrative_for(settings, alert, trace, codes, [match], narrated) == "the narrative"
     assert calls == [("load", "cpu", 2),
                      ("narrate", alert, trace, codes, [("fan-out", "The sender paid 7 distinct payees.")], model, 11)]
 
