@@ -44,6 +44,7 @@ model is loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -230,7 +231,18 @@ def load_model(device: str = "auto", *, threads: int | None = None) -> LanguageM
     hf_logging.disable_progress_bar()
     folder, name = str(path.parent), path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, local_files_only=True)
+    # the GGUF loader draws its own progress bar (tqdm, not the hub's): none in a run's output
+    from transformers import modeling_gguf_pytorch_utils as gguf
+
+    bar = getattr(gguf, "tqdm", None)
+    if bar is not None:
+        gguf.tqdm = functools.partial(bar, disable=True)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
+                                                     local_files_only=True)
+    finally:
+        if bar is not None:
+            gguf.tqdm = bar
     model.to(dev).eval()
     lm = LanguageModel(model, tokenizer, dev, model_digest(path))
     _MODELS[dev] = lm
