@@ -900,6 +900,42 @@ class MoneyTrail:
                 return a
         raise KeyError(node_id)
 
+    def downstream_trace(self) -> EvidenceTrace:
+        """Where the alerted money went, as an :class:`EvidenceTrace` rooted at the subject: the
+        alerted transfer and the downstream flows the trail followed, each account at its hop
+        (what the narrator narrates: the money, not every transfer the accounts made)."""
+        hop = {self.subject: 0, self.receiver: 1}
+        hop |= {a.node_id: a.hop for a in self.accounts if a.side == "downstream" and a.node_id not in hop}
+        flows = [f for f in self.flows if f.side in ("alerted", "downstream") and f.src in hop and f.dst in hop]
+        upstream: dict[str, set[str]] = {}
+        for f in flows:
+            upstream.setdefault(f.dst, set()).add(f.src)
+        nodes = tuple(
+            TraceNode(n, h, tuple(sorted(upstream.get(n, ()))) if n != self.subject else ())
+            for n, h in sorted(hop.items(), key=lambda kv: (kv[1], kv[0]))
+        )
+        edges = tuple(
+            sorted(
+                (TraceEdge(f.event_id, f.src, f.dst, f.amount_paid, f.timestamp, max(1, hop[f.dst])) for f in flows),
+                key=lambda e: (e.hop, e.event_id),
+            )
+        )
+        params = {"trail_id": self.trail_id, "direction": "out"}
+        return EvidenceTrace(
+            trace_id=trace_id_for(self.subject, params, [e.event_id for e in edges]),
+            root=self.subject,
+            direction="out",
+            max_hops=int(dict(self.params).get("max_hops", max(hop.values()))),
+            fanout_cap=0,
+            window_start=self.window_start,
+            window_end=self.window_end,
+            nodes=nodes,
+            edges=edges,
+            backend=self.backend,
+            truncated=self.truncated,
+            params=tuple(sorted(params.items())),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         def opt(ts: datetime | None) -> str | None:
             return ts_to_wire(ts) if ts else None

@@ -770,7 +770,7 @@ def run_deep_path(
                 codes,
                 typologies=[(m.typology, m.explanation) for m in matches],
                 drift=alert_drift_status(drift_windows, alert.event),
-                narrative=narrative_for(settings, alert, trace, codes, matches, narrated),
+                narrative=narrative_for(settings, alert, trace, codes, matches, narrated, trail),
                 trail=trail,
                 sar=sar,
             )
@@ -868,15 +868,18 @@ def narrated_alerts(settings: Settings, alerts: Sequence[tuple[Alert, str]]) -> 
     return chosen
 
 
-def narrative_for(settings: Settings, alert: Alert, trace, codes, matches, narrated: set[str]):
+def narrative_for(settings: Settings, alert: Alert, trace, codes, matches, narrated: set[str], trail=None):
     """The narrator's narrative of an alert in ``narrated`` (:func:`narrated_alerts`), else None
-    (the report says it has none)."""
+    (the report says it has none): of where the alerted money went (the ``trail``'s downstream
+    flows, :meth:`~auditflow.records.MoneyTrail.downstream_trace`) where there is a trail, else of
+    the trace."""
     if alert.alert_id not in narrated:
         return None
     from model_service.narrator import load_model, narrate
 
     lm = load_model(settings.narrator_device, threads=settings.narrator_threads)
-    return narrate(alert, trace, codes, [(m.typology, m.explanation) for m in matches], lm=lm, seed=settings.seed)
+    told = trail.downstream_trace() if trail is not None else trace
+    return narrate(alert, told, codes, [(m.typology, m.explanation) for m in matches], lm=lm, seed=settings.seed)
 
 
 def trace_and_typologies(store, alert: Alert, settings: Settings):
@@ -1112,7 +1115,7 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         trace,
         codes,
         typologies=[(m.typology, m.explanation) for m in matches],
-        narrative=narrative_for(settings, alert, trace, codes, matches, narrated),
+        narrative=narrative_for(settings, alert, trace, codes, matches, narrated, trail),
         trail=trail,
         sar=sar,
     )

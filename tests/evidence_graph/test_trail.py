@@ -250,3 +250,18 @@ def test_the_trail_agrees_with_a_brute_force_that_tracks_every_crossing(case) ->
     want |= {(eid, "upstream"): cents(v) for eid, v in up.items() if v and eid != root.event_id}
     got = {(f.event_id, f.side): f.traced_cents for f in t.flows if f.side != "alerted"}
     assert {key: v for key, v in got.items() if v} == {key: v for key, v in want.items() if v}
+
+
+def test_the_downstream_trace_is_the_alerted_money_only() -> None:
+    # A -> M 1,000 (alerted); M -> B 600 and M -> C 400, C -> D 400; M -> tiny 5 is under the share;
+    # A's other transfer A -> X is not the alerted money
+    g = Graph(tx("alert", "A", "M", 1, amount=usd(1000)), tx("x", "A", "X", 0, amount=usd(50)),
+              tx("o1", "M", "B", 2, amount=usd(600)), tx("o2", "M", "C", 3, amount=usd(395)),
+              tx("tiny", "M", "T", 4, amount=usd(5)), tx("o3", "C", "D", 5, amount=usd(395)))
+    tr = g.trail("alert").downstream_trace()
+    assert tr.root == acct("A") and tr.direction == "out"
+    assert [(n.node_id, n.hop_depth, n.upstream_ids) for n in tr.nodes] == [
+        (acct("A"), 0, ()), (acct("M"), 1, (acct("A"),)), (acct("B"), 2, (acct("M"),)),
+        (acct("C"), 2, (acct("M"),)), (acct("D"), 3, (acct("C"),))]
+    assert [(e.event_id, e.hop) for e in tr.edges] == [("alert", 1), ("o1", 2), ("o2", 2), ("o3", 3)]
+    assert tr.max_hops == 5
