@@ -120,6 +120,14 @@ VIEW_FILES = {
     "app.css": ("view/app.css", "text/css; charset=utf-8"),
     "cytoscape.min.js": ("node_modules/cytoscape/dist/cytoscape.min.js", "text/javascript; charset=utf-8"),
 }
+#: Swagger UI's files for ``/docs``, served from here (npm ``swagger-ui-dist``, pinned in
+#: web/package.json): the API's documentation renders with no internet (FastAPI's default page
+#: loads them from a CDN).
+DOCS_FILES = {
+    "swagger-ui-bundle.js": ("node_modules/swagger-ui-dist/swagger-ui-bundle.js", "text/javascript; charset=utf-8"),
+    "swagger-ui.css": ("node_modules/swagger-ui-dist/swagger-ui.css", "text/css; charset=utf-8"),
+    "favicon-32x32.png": ("node_modules/swagger-ui-dist/favicon-32x32.png", "image/png"),
+}
 #: The page may load scripts and styles from this server and talk to it, and nothing else.
 VIEW_HEADERS = {
     "Content-Security-Policy": (
@@ -449,6 +457,36 @@ def view_router(web: Path) -> APIRouter:
     return router
 
 
+def docs_router(web: Path, title: str) -> APIRouter:
+    """``/docs``: Swagger UI over ``/openapi.json`` with its files from ``web`` (:data:`DOCS_FILES`),
+    nothing loaded from elsewhere (public, as the OpenAPI document is)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    router = APIRouter()
+
+    @router.get("/docs", include_in_schema=False)
+    def docs_page() -> Any:
+        return get_swagger_ui_html(
+            openapi_url="openapi.json",
+            title=f"{title}: docs",
+            swagger_js_url="docs/swagger-ui-bundle.js",
+            swagger_css_url="docs/swagger-ui.css",
+            swagger_favicon_url="docs/favicon-32x32.png",
+        )
+
+    @router.get("/docs/{name}", include_in_schema=False)
+    def docs_file(name: str) -> FileResponse:
+        if name not in DOCS_FILES:
+            raise HTTPException(404, f"no docs file {name[:80]!r}")
+        rel, media = DOCS_FILES[name]
+        path = web / rel
+        if not path.is_file():
+            raise HTTPException(503, f"Swagger UI is not installed ({rel} missing under web/): run make setup")
+        return FileResponse(path, media_type=media)
+
+    return router
+
+
 def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = None) -> FastAPI:
     """The API over ``settings``' graph (or ``store``, for tests) and run folder; the web view's
     files from ``web_dir`` (default :data:`WEB_DIR`)."""
@@ -456,7 +494,7 @@ def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = 
     if not tokens:
         raise ValueError("AUDITFLOW_ANALYST_TOKENS_FILE holds no token")
     api = Analyst(settings, store if store is not None else flow.open_graph(settings), tokens)
-    app = FastAPI(title="auditflow analyst API", version="1", description=__doc__)
+    app = FastAPI(title="auditflow analyst API", version="1", description=__doc__, docs_url=None, redoc_url=None)
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -465,7 +503,9 @@ def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = 
     auth = [Depends(api.authorized)]
     for router in (graph_router(api), alerts_router(api), reports_router(api), evidence_router(api)):
         app.include_router(router, dependencies=auth)
-    app.include_router(view_router((web_dir if web_dir is not None else WEB_DIR).resolve()))
+    web = (web_dir if web_dir is not None else WEB_DIR).resolve()
+    app.include_router(view_router(web))
+    app.include_router(docs_router(web, app.title))
 
     @app.exception_handler(FieldError)
     async def field_error(_: Request, e: FieldError) -> JSONResponse:
