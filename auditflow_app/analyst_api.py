@@ -29,11 +29,11 @@ The web view (``/view/``)
     **How the page authenticates.** The page and its scripts are public static files (they hold
     no data); every data call the page makes sends ``Authorization: Bearer <token>`` and is
     checked like any API call (a missing or wrong token shows the ``401``, not data). The analyst
-    types the token into the page, or passes it in the URL *fragment*
-    (``/view/#alert=ALERT_ID&token=TOKEN``): a browser never sends the fragment to the server, so
-    the token appears in no request line and no server or proxy log, and the page removes it from
-    the address bar and history entry as soon as it has read it. The token is kept in the page's
-    memory only (not in storage or cookies: nothing a cookie-based CSRF could ride on). The page
+    types the token into the page's login field; the page keeps it in the tab's session storage
+    (gone when the tab closes; never a cookie, so nothing a cookie-based CSRF could ride on) and
+    ``/view/#alert=ALERT_ID`` opens an alert with it. A token in the URL *fragment*
+    (``#alert=ALERT_ID&token=TOKEN``) is still read once: a browser never sends the fragment to the
+    server, and the page removes it from the address bar and history entry at once. The page
     is served with a Content-Security-Policy that lets it load scripts and connect only to this
     server.
 

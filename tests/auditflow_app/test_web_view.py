@@ -447,3 +447,22 @@ def _wait_docs(browser, timeout: float = 30) -> list[str]:
         return WebDriverWait(browser, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(js) or None)
     except TimeoutException:
         pytest.fail(f"Swagger UI drew no route; console {browser.get_log('browser')}")
+
+
+def test_the_token_is_typed_once_kept_for_the_tab_and_never_in_a_url(server, browser) -> None:
+    _open(browser, f"{server['base']}/view/")
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "alert").send_keys(ALERT_ID)
+    browser.find_element(By.CSS_SELECTOR, "#load button[type=submit]").click()
+    _wait(browser, "return window.auditflowView.state.evidence !== null", "the alert's evidence")
+    # the same tab opens another alert by its id alone: the token was kept for it
+    _open(browser, f"{server['base']}/view/#alert={ALERT2_ID}")
+    _wait(browser, "return window.auditflowView.state.evidence !== null"
+                   f" && window.auditflowView.state.evidence.alert.alert_id === '{ALERT2_ID}'", "the second alert")
+    assert TOKEN not in browser.current_url
+    assert not [line for line in server["log"].lines if TOKEN in line]  # in no request line
+    browser.find_element(By.ID, "forget").click()
+    assert browser.execute_script("return sessionStorage.length") == 0
+    _open(browser, f"{server['base']}/view/#alert={ALERT_ID}")  # forgotten: nothing loads by itself
+    time.sleep(0.5)
+    assert browser.execute_script("return window.auditflowView.state.evidence") is None

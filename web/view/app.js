@@ -1,9 +1,11 @@
 // auditflow analyst web view: one alert's evidence as a graph (cytoscape.js).
 //
 // Data comes only from this server's analyst API, every call with the analyst's bearer token in
-// the Authorization header (never in a URL). The token is read from the form or from the URL
-// fragment (#alert=ID&token=T), which browsers never send to a server; it is then removed from the
-// address bar and kept in memory only.
+// the Authorization header (never in a URL). The analyst types the token into the page's login
+// field; it is kept in the tab's session storage (gone when the tab closes, sent nowhere by the
+// browser on its own: no cookie) so that a reload or another alert needs no retyping. A token in
+// the URL fragment (#alert=ID&token=T, never sent to a server) is still read once and removed
+// from the address bar, but the page never asks for it there.
 //
 // Layout: hop columns. Column 0 holds the alert's root account, column h the accounts the trace
 // first reached after h hops; typology members the trace did not reach stand in a column before the
@@ -21,7 +23,7 @@
   const TYPOLOGY_COLORS = ["#e8590c", "#2f9e44", "#7048e8", "#1098ad", "#d6336c", "#f08c00", "#5c940d", "#1c7ed6"];
 
   const state = {
-    token: null,     // in memory only
+    token: null,     // the login field's, kept in the tab's sessionStorage
     alertId: null,
     evidence: null,  // the last /evidence answer
     expanded: {},    // account id -> true once expanded
@@ -406,25 +408,42 @@
     }
   }
 
+  const TOKEN_KEY = "auditflow.analyst-token";
+
+  /** The login field's token, kept for this tab (or forgotten when the field is empty). */
+  function takeToken() {
+    state.token = $("token").value.trim() || null;
+    try {
+      if (state.token) sessionStorage.setItem(TOKEN_KEY, state.token);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (_) { /* storage disabled: the token stays in memory for this page */ }
+  }
+
   $("load").addEventListener("submit", (evt) => {
     evt.preventDefault();
-    state.token = $("token").value.trim() || null;
+    takeToken();
     load();
   });
   $("list-alerts").addEventListener("click", () => {
-    state.token = $("token").value.trim() || null;
+    takeToken();
     listAlerts();
   });
+  $("forget").addEventListener("click", () => {
+    $("token").value = "";
+    takeToken();
+    setStatus("token forgotten");
+  });
 
-  // #alert=ID&token=T: read once, then the token leaves the address bar (and this history entry)
+  // a token kept by this tab; #alert=ID&token=T still works once (the token leaves the address bar)
+  try { state.token = sessionStorage.getItem(TOKEN_KEY); } catch (_) { state.token = null; }
   const fragment = new URLSearchParams(location.hash.slice(1));
   if (fragment.has("token")) {
     state.token = fragment.get("token");
-    $("token").value = state.token;
     fragment.delete("token");
     const rest = fragment.toString();
     history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
   }
+  if (state.token) $("token").value = state.token;
   if (fragment.has("alert")) $("alert").value = fragment.get("alert");
   if (state.token && $("alert").value) load();
 
