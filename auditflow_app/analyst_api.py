@@ -21,10 +21,14 @@ run's alerts and reports, read-only, authenticated, bounded.
 The web view (``/view/``)
     An alert's evidence drawn as a graph (cytoscape.js, from ``web/``'s npm lock file, installed
     by ``make setup`` with ``npm ci``; served from the installed package, nothing is fetched from
-    the internet): the accounts in hop columns (hop 0, the alert's root account, on the left; the
-    typology members the trace did not reach in a column of their own before it), each transfer
-    an edge labelled with its exact amount and its time, the typology members highlighted, and a
-    click on an account expands it with its counterparties (``/neighborhood``).
+    the internet). By default the alert's money trail: the subject (a star) with the accounts its
+    money came from on its left and those it went to on its right, in hop columns, at most ~30
+    accounts, each flow labelled with the traced amount (4 significant digits), its share and its
+    time, legible at 1400x900; the typology instance's members and transfers highlighted. The
+    complete trace is the other view (``view=trace``): hop 0, the alert's root account, on the
+    left, the typology members the trace did not reach in a column of their own before it, each
+    transfer labelled with its exact amount and its time. A click on an account expands it with
+    its counterparties (``/neighborhood``).
 
     **How the page authenticates.** The page and its scripts are public static files (they hold
     no data); every data call the page makes sends ``Authorization: Bearer <token>`` and is
@@ -38,8 +42,10 @@ The web view (``/view/``)
     server.
 
     The view's data call is ``GET /evidence?alert_id=ID``: the alert's evidence as its report
-    shows it (the trace and the typology findings of :func:`auditflow_app.flow.trace_and_typologies`)
-    with the transfers of the findings, at most ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as
+    shows it: by default its money trail (the report's ~30 headline accounts, the flows between
+    them labelled with the traced amount, rounded, and the typology findings' members and
+    transfers), or with ``view=trace`` the complete trace and the typology findings of
+    :func:`auditflow_app.flow.trace_and_typologies` with the transfers of the findings, at most ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as
     many transfers (what was left out is counted), under the same timeout
     (:func:`auditflow_app.views.evidence_view`). Amounts travel as the exact integer ``units`` (a
     string of digits: JSON numbers in a browser are doubles) with their ``scale``; the page formats
@@ -62,7 +68,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
@@ -408,10 +414,12 @@ def evidence_router(api: Analyst) -> APIRouter:
     router = APIRouter()
 
     @router.get("/evidence")
-    async def evidence(alert_id: AlertId):
-        """An alert's evidence as its report shows it (the web view's data): the trace from the
-        alert's account and the typology findings around it, with the findings' transfers; at
-        most the result cap of accounts and of transfers (``omitted`` counts the rest)."""
+    async def evidence(alert_id: AlertId, view: Literal["trail", "trace"] = "trail"):
+        """An alert's evidence as its report shows it (the web view's data): by default its money
+        trail (the report's headline accounts and the flows between them, the typology findings'
+        members and transfers); ``view=trace``: the complete trace from the alert's account, with
+        the findings' transfers; at most the result cap of accounts and of transfers (``omitted``
+        counts the rest)."""
 
         def build(deadline: float) -> dict[str, Any] | None:
             row = flow.find_alert_row(api.paths.alerts, alert_id)
@@ -419,7 +427,7 @@ def evidence_router(api: Analyst) -> APIRouter:
                 return None
             alert = flow.alert_from_row(row)
             with api.access.reading(deadline) as store:
-                return views.evidence_view(flow.alert_evidence(store, alert, api.settings), api.cap)
+                return views.evidence_view(flow.alert_evidence(store, alert, api.settings), api.cap, view=view)
 
         found = await api.run(build)
         if found is None:

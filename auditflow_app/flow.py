@@ -971,13 +971,15 @@ def graph_typology(settings: Settings, account: str, *, window: Window = None):
 @dataclass(frozen=True)
 class AlertEvidence:
     """An alert's evidence as its report shows it: the trace and the typology findings of
-    :func:`trace_and_typologies`, and ``transfers``, the findings' transfers the trace did not
-    cross (:class:`~evidence_graph.GraphEdge`, by member account, then in cap order)."""
+    :func:`trace_and_typologies`, ``transfers``, the findings' transfers the trace did not cross
+    (:class:`~evidence_graph.GraphEdge`, by member account, then in cap order), and the money
+    ``trail``."""
 
     alert: Alert
     trace: Any  # auditflow.records.EvidenceTrace
     matches: list  # evidence_graph.typologies.TypologyMatch
     transfers: tuple
+    trail: Any = None  # auditflow.records.MoneyTrail: the alerted money's trail (:func:`alert_trail`)
 
 
 def finding_transfers(store, alert: Alert, settings: Settings, matches, skip=frozenset()) -> dict:
@@ -1003,7 +1005,7 @@ def alert_evidence(store, alert: Alert, settings: Settings) -> AlertEvidence:
     trace did not cross, read as the detector read them (its window around the alert, its cap)."""
     trace, matches = trace_and_typologies(store, alert, settings)
     extra = finding_transfers(store, alert, settings, matches, skip={e.event_id for e in trace.edges})
-    return AlertEvidence(alert, trace, matches, tuple(extra.values()))
+    return AlertEvidence(alert, trace, matches, tuple(extra.values()), alert_trail(store, alert, settings, matches))
 
 
 def prior_alerts(alerts: Sequence[Alert], alert: Alert) -> tuple:

@@ -77,12 +77,20 @@ def _edge_view(e: Any, hop: int | None) -> dict[str, Any]:
     }
 
 
-def evidence_view(ev: AlertEvidence, cap: int) -> dict[str, Any]:
+def evidence_view(ev: AlertEvidence, cap: int, *, view: str = "trail") -> dict[str, Any]:
     """An alert's evidence as the web view draws it: the alert, the trace's frame, the typology
-    findings, and at most ``cap`` accounts (the root, then the findings' members, then the trace's
-    accounts in its order) with at most ``cap`` of the transfers between them (the trace's, then
-    the findings' others, ``hop`` None); ``omitted`` counts what was left out."""
-    alert, trace, matches = ev.alert, ev.trace, ev.matches
+    findings, and at most ``cap`` accounts with at most ``cap`` of the transfers between them.
+
+    ``view="trail"`` (when the evidence has its money trail): the trail's headline accounts (the
+    subject, the receiver, the typology's members, the largest traced amounts: ~30), each at its
+    signed hop (upstream accounts before the subject, at minus their hops; members off the trail
+    ``None``), and the trail's flows between them labelled with the traced amount, rounded, and
+    time, plus the findings' transfers between them. ``view="trace"``: the root, then the
+    findings' members, then the trace's accounts in its order, the trace's transfers, then the
+    findings' others (``hop`` None). ``omitted`` counts what was left out."""
+    if view == "trail" and ev.trail is not None:
+        return _trail_view(ev, cap)
+    trace, matches = ev.trace, ev.matches
     edges: dict[str, dict[str, Any]] = {}
     for e in trace.edges:
         edges[e.event_id] = _edge_view(e, e.hop)
@@ -111,6 +119,18 @@ def evidence_view(ev: AlertEvidence, cap: int) -> dict[str, Any]:
         for n in shown
     ]
     return {
+        **_frame(ev),
+        "view": "trace",
+        "nodes": nodes,
+        "edges": shown_edges[:cap],
+        "omitted": {"nodes": len(order) - len(shown), "edges": len(edges) - min(len(shown_edges), cap)},
+    }
+
+
+def _frame(ev: AlertEvidence) -> dict[str, Any]:
+    """What every view of an alert's evidence carries: the alert, the trace's frame, the findings."""
+    alert, trace = ev.alert, ev.trace
+    return {
         "alert": {
             "alert_id": alert.alert_id,
             "account": alert.account.node_id,
@@ -131,8 +151,96 @@ def evidence_view(ev: AlertEvidence, cap: int) -> dict[str, Any]:
             "window_start": ts_to_wire(trace.window_start) if trace.window_start else None,
             "window_end": ts_to_wire(trace.window_end) if trace.window_end else None,
         },
-        "typologies": [m.to_dict() for m in matches],
+        "typologies": [m.to_dict() for m in ev.matches],
+    }
+
+
+def _trail_view(ev: AlertEvidence, cap: int) -> dict[str, Any]:
+    from reports.plain import amount_text, money_plain, share_text
+
+    trail = ev.trail
+    unit = "USD" if trail.amount_paid.currency == "US Dollar" else "USD equiv."
+    member_of: dict[str, list[int]] = {}
+    for i, m in enumerate(ev.matches):
+        for a in m.accounts:
+            member_of.setdefault(a, []).append(i)
+    rows: dict[str, list] = {}
+    for a in trail.accounts:
+        if a.headline:
+            rows.setdefault(a.node_id, []).append(a)
+    hop: dict[str, int | None] = {}
+    for n, rs in rows.items():
+        sides = {r.side for r in rs}
+        r = next((r for r in rs if r.side in ("subject", "receiver")), rs[0])
+        hop[n] = -r.hop if sides == {"upstream"} else r.hop
+    order = list(dict.fromkeys([trail.subject, trail.receiver, *sorted(member_of), *rows]))
+    shown = order[:cap]
+    kept = set(shown)
+    edges: dict[str, dict[str, Any]] = {}
+    for f in trail.flows:
+        if f.src in kept and f.dst in kept and f.event_id not in edges:
+            label = f"{amount_text(f.traced_cents, unit)} · {f.timestamp:%m-%d %H:%M}"
+            if f.side != "alerted":
+                label = (
+                    f"{amount_text(f.traced_cents, unit)} ({share_text(f.traced_cents, trail.amount_cents)}) · "
+                    f"{f.timestamp:%m-%d %H:%M}"
+                )
+            edges[f.event_id] = {**_edge_view(f, None), "side": f.side, "traced_cents": f.traced_cents, "label": label}
+    instance = {eid for m in ev.matches for eid in m.event_ids}
+    candidates = {f.event_id for f in trail.flows} | (instance & {e.event_id for e in (*ev.trace.edges, *ev.transfers)})
+    for e in [*ev.trace.edges, *ev.transfers]:
+        if e.event_id in instance and e.src in kept and e.dst in kept and e.event_id not in edges:
+            edges[e.event_id] = {
+                **_edge_view(e, None),
+                "side": "typology",
+                "label": f"{money_plain(e.amount_paid)} · {e.timestamp:%m-%d %H:%M}",
+            }
+    # a column per account: its signed hop; a member off the trail next to the shown account it
+    # paid or was paid by (a column before it, or after), else before every other column
+    column = {n: h for n, h in hop.items() if n in kept and h is not None}
+    for _ in range(len(kept)):
+        placed = False
+        for e in edges.values():
+            if e["src"] in column and e["dst"] not in column:
+                column[e["dst"]], placed = column[e["src"]] + 1, True
+            elif e["dst"] in column and e["src"] not in column:
+                column[e["src"]], placed = column[e["dst"]] - 1, True
+        if not placed:
+            break
+    first = min(column.values(), default=0) - 1
+    nodes = [
+        {
+            "id": n,
+            "hop": hop.get(n),
+            "column": column.get(n, first),
+            "upstream": [],
+            "root": n == trail.subject,
+            "hub": any(r.hub for r in rows.get(n, ())),
+            "typologies": member_of.get(n, []),
+            "sides": sorted({r.side for r in rows.get(n, ())}),
+        }
+        for n in shown
+    ]
+    shown_edges = list(edges.values())
+    dropped = {(side, why): (k, c) for side, why, k, c in trail.dropped}
+    return {
+        **_frame(ev),
+        "view": "trail",
+        "trail": {
+            "trail_id": trail.trail_id,
+            "subject": trail.subject,
+            "receiver": trail.receiver,
+            "amount": amount_text(trail.amount_cents, unit),
+            "accounts": len({a.node_id for a in trail.accounts}),
+            "flows": len(trail.flows),
+            "not_followed": sum(k for k, _ in dropped.values()),
+            "window_start": ts_to_wire(trail.window_start),
+            "window_end": ts_to_wire(trail.window_end),
+        },
         "nodes": nodes,
         "edges": shown_edges[:cap],
-        "omitted": {"nodes": len(order) - len(shown), "edges": len(edges) - min(len(shown_edges), cap)},
+        "omitted": {
+            "nodes": len(order) - len(shown) + len({a.node_id for a in trail.accounts} - set(rows)),
+            "edges": len(candidates) - min(len(shown_edges), cap),
+        },
     }

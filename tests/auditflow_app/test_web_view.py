@@ -128,7 +128,7 @@ def auth(token: str = TOKEN) -> dict:
 
 def test_evidence_is_the_reports_trace_and_findings(api) -> None:
     client, settings, alert = api
-    r = client.get("/evidence", params={"alert_id": ALERT_ID}, headers=auth())
+    r = client.get("/evidence", params={"alert_id": ALERT_ID, "view": "trace"}, headers=auth())
     assert r.status_code == 200, r.text
     ev = r.json()
     trace, matches = flow.trace_and_typologies(_store(), alert, settings)
@@ -150,7 +150,7 @@ def test_evidence_is_the_reports_trace_and_findings(api) -> None:
 
 def test_evidence_brings_the_members_the_trace_did_not_reach(api) -> None:
     client, _, _ = api
-    ev = client.get("/evidence", params={"alert_id": ALERT2_ID}, headers=auth()).json()
+    ev = client.get("/evidence", params={"alert_id": ALERT2_ID, "view": "trace"}, headers=auth()).json()
     (finding,) = ev["typologies"]
     assert finding["typology"] == "gather-scatter"
     assert set(finding["accounts"]) == {acct(x) for x in ["H2", *GATHERERS, *SCATTERED]}
@@ -172,13 +172,17 @@ def test_evidence_is_authenticated_capped_and_validated(tmp_path) -> None:
     assert client.get("/evidence", params={"alert_id": "alert-nope"}, headers=auth()).status_code == 404
     assert client.get("/evidence", params={"alert_id": "x' OR 1=1"}, headers=auth()).status_code == 422
     assert client.post("/evidence", params={"alert_id": ALERT_ID}, headers=auth()).status_code == 405
-    ev = client.get("/evidence", params={"alert_id": ALERT_ID}, headers=auth()).json()
+    ev = client.get("/evidence", params={"alert_id": ALERT_ID, "view": "trace"}, headers=auth()).json()
     # the cap: the root first, then the typology members (sorted), 3 accounts in all
     assert [n["id"] for n in ev["nodes"]] == [acct("S"), acct("K"), acct("M1")]
     trace, _ = flow.trace_and_typologies(_store(), alert, settings)
     assert ev["omitted"]["nodes"] == len({n.node_id for n in trace.nodes} | PLANTED_MEMBERS) - 3
     assert all({e["src"], e["dst"]} <= {acct("S"), acct("K"), acct("M1")} for e in ev["edges"])
     assert [e["event_id"] for e in ev["edges"]] and ev["omitted"]["edges"] > 0
+    # the money trail (the default view) under the same cap: the subject, the receiver, a member
+    ev = client.get("/evidence", params={"alert_id": ALERT_ID}, headers=auth()).json()
+    assert ev["view"] == "trail" and [n["id"] for n in ev["nodes"]] == [acct("S"), acct("M1"), acct("K")]
+    assert client.get("/evidence", params={"alert_id": ALERT_ID, "view": "all"}, headers=auth()).status_code == 422
 
 
 def test_the_view_files_are_public_and_locked_down(api) -> None:
@@ -310,7 +314,7 @@ def _wait(browser, js: str, what: str, timeout: float = 20):
 
 
 def _load_alert(browser, server) -> None:
-    _open(browser, f"{server['base']}/view/#alert={ALERT_ID}&token={TOKEN}")
+    _open(browser, f"{server['base']}/view/#alert={ALERT_ID}&view=trace&token={TOKEN}")
     _wait(browser, "return window.auditflowView && window.auditflowView.state.evidence !== null"
                    " && window.auditflowView.cy.nodes().length > 0", "the alert's evidence")
 
@@ -358,7 +362,7 @@ def test_the_page_shows_the_root_and_the_typology_members(server, browser, tmp_p
 
 
 def test_members_the_trace_did_not_reach_stand_before_the_root(server, browser) -> None:
-    _open(browser, f"{server['base']}/view/#alert={ALERT2_ID}&token={TOKEN}")
+    _open(browser, f"{server['base']}/view/#alert={ALERT2_ID}&view=trace&token={TOKEN}")
     _wait(browser, "return window.auditflowView && window.auditflowView.state.evidence !== null", "alert 2")
     nodes = {n["id"]: n for n in browser.execute_script(NODES_JS)}
     members = {acct(x) for x in ["H2", *GATHERERS, *SCATTERED]}
@@ -466,3 +470,51 @@ def test_the_token_is_typed_once_kept_for_the_tab_and_never_in_a_url(server, bro
     _open(browser, f"{server['base']}/view/#alert={ALERT_ID}")  # forgotten: nothing loads by itself
     time.sleep(0.5)
     assert browser.execute_script("return window.auditflowView.state.evidence") is None
+
+
+def test_the_default_view_is_the_money_trail_with_the_instance(api) -> None:
+    client, _, _ = api
+    ev = client.get("/evidence", params={"alert_id": ALERT_ID}, headers=auth()).json()
+    assert ev["view"] == "trail" and len(ev["nodes"]) <= 30
+    nodes = {n["id"]: n for n in ev["nodes"]}
+    # the subject, the receiver at hop 1, where M1 passed the money (K, hop 2); the other members
+    # of the scatter-gather are not on this transfer's trail: drawn as members, no hop
+    assert nodes[acct("S")]["root"] and nodes[acct("S")]["hop"] == 0
+    assert nodes[acct("M1")]["hop"] == 1 and nodes[acct("K")]["hop"] == 2
+    assert set(nodes) >= PLANTED_MEMBERS and {nodes[acct(m)]["hop"] for m in MIDS[1:]} == {None}
+    assert acct("B03") not in nodes and acct("B05") not in nodes  # S's everyday payments: not the alerted money
+    edges = {e["event_id"]: e for e in ev["edges"]}
+    assert edges["sg0"]["side"] == "alerted"
+    # M1 passed on 97 % of the 625,000.12 it got: 606,250.11, shown to 4 significant digits
+    assert edges["sg4"]["label"] == "USD 606,300 (97 %) · 09-01 10:40"
+    assert {edges[f"sg{i}"]["side"] for i in (1, 2, 3, 5, 6, 7)} == {"typology"}
+    assert ev["omitted"] == {"nodes": 0, "edges": 0}  # the trail and the instance fit under the cap
+
+
+LABELS_JS = """
+const cy = window.auditflowView.cy;
+return cy.edges().map(e => {
+  const b = e.boundingBox({includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false});
+  return {id: e.id(), label: e.data('label'), x1: b.x1, x2: b.x2, y1: b.y1, y2: b.y2};
+});
+"""
+
+
+def test_the_money_trail_is_drawn_legibly(server, browser) -> None:
+    browser.set_window_size(1400, 900)
+    _open(browser, f"{server['base']}/view/#alert={ALERT_ID}&token={TOKEN}")
+    _wait(browser, "return window.auditflowView && window.auditflowView.state.evidence !== null"
+                   " && window.auditflowView.cy.nodes().length > 0", "the money trail")
+    assert browser.execute_script("return window.auditflowView.state.evidence.view") == "trail"
+    nodes = {n["id"]: n for n in browser.execute_script(NODES_JS)}
+    assert len(nodes) <= 30 and nodes[acct("S")]["root"]
+    assert all(nodes[m]["typology"] for m in PLANTED_MEMBERS)
+    boxes = [b for b in browser.execute_script(LABELS_JS) if b["label"]]
+    assert len(boxes) >= 8 and all(b["x2"] > b["x1"] and b["y2"] > b["y1"] for b in boxes)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            overlap = min(a["x2"], b["x2"]) > max(a["x1"], b["x1"]) and min(a["y2"], b["y2"]) > max(a["y1"], b["y1"])
+            assert not overlap, (a, b)
+    zoom = browser.execute_script("return window.auditflowView.cy.zoom()")
+    assert 12 * zoom >= 9, zoom  # edge labels at least 9 px on the screen
+    browser.set_window_size(1500, 950)

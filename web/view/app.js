@@ -7,10 +7,15 @@
 // the URL fragment (#alert=ID&token=T, never sent to a server) is still read once and removed
 // from the address bar, but the page never asks for it there.
 //
-// Layout: hop columns. Column 0 holds the alert's root account, column h the accounts the trace
-// first reached after h hops; typology members the trace did not reach stand in a column before the
-// root; accounts added by expanding a node go in the column after it. Within a column, accounts are
-// sorted by id: the same evidence is always drawn the same way.
+// Two views of an alert's evidence: its money trail (the default: the report's ~30 headline
+// accounts, the money that came in before the subject to the left, where it went to the right,
+// edges labelled with the traced amount, rounded) or the complete trace (every transfer out).
+//
+// Layout: hop columns. Column 0 holds the alert's root account (the subject), column h the
+// accounts reached after h hops (the trail's upstream accounts at -h); typology members the
+// evidence did not reach stand in a column before all others; accounts added by expanding a node
+// go in the column after it. Within a column, accounts are sorted by id: the same evidence is
+// always drawn the same way.
 //
 // Amounts are exact: the API sends integer units (strings of digits, or JSON integers for the
 // neighbourhood's US cents) and a scale, and formatUnits() places the decimal point with string
@@ -140,6 +145,7 @@
         "text-background-color": "#fff", "text-background-opacity": 0.85, "text-background-padding": 1,
         color: "#343a40" } },
       { selector: "edge.typology", style: { width: 3, "line-color": "#e8590c", "target-arrow-color": "#e8590c" } },
+      { selector: "edge.trail", style: { "font-size": 12, "text-rotation": "none", "text-margin-y": -7 } },
       { selector: "edge.same-column", style: {
         "curve-style": "unbundled-bezier", "control-point-distances": 70, "control-point-weights": 0.5 } },
       { selector: "edge.neighborhood", style: { "line-style": "dashed", "line-color": "#adb5bd", "target-arrow-color": "#adb5bd" } },
@@ -181,6 +187,8 @@
     cy.elements().remove();
     state.expanded = {};
     const elements = [];
+    const hops = ev.nodes.filter((n) => n.hop !== null).map((n) => n.hop);
+    const before = (hops.length ? Math.min(0, ...hops) : 0) - 1;  // members the evidence did not reach
     const typologyEvents = new Set();
     ev.typologies.forEach((t) => t.event_ids.forEach((e) => typologyEvents.add(e)));
     for (const n of ev.nodes) {
@@ -192,7 +200,8 @@
       elements.push({
         group: "nodes",
         data: {
-          id: n.id, label: shortId(n.id), hop: n.hop, column: n.hop === null ? -1 : n.hop, root: n.root,
+          id: n.id, label: shortId(n.id), hop: n.hop, root: n.root,
+          column: n.column !== undefined ? n.column : (n.hop === null ? before : n.hop),
           hub: n.hub, typologies: names, typologyIndexes: n.typologies,
           color: names.length ? TYPOLOGY_COLORS[n.typologies[0] % TYPOLOGY_COLORS.length] : "#adb5bd",
           expanded: false, source: "evidence",
@@ -206,10 +215,10 @@
         data: {
           id: "e:" + e.event_id, source: e.src, target: e.dst, event_id: e.event_id, hop: e.hop,
           timestamp: e.timestamp, units: e.units, scale: e.scale, currency: e.currency, code: e.code,
-          amount: moneyText(e), label: moneyText(e) + " · " + timeText(e.timestamp),
-          typology: typologyEvents.has(e.event_id),
+          amount: moneyText(e), label: e.label || (moneyText(e) + " · " + timeText(e.timestamp)),
+          typology: typologyEvents.has(e.event_id), side: e.side || null,
         },
-        classes: typologyEvents.has(e.event_id) ? "typology" : "",
+        classes: [typologyEvents.has(e.event_id) ? "typology" : "", ev.view === "trail" ? "trail" : ""].join(" ").trim(),
       });
     }
     cy.add(elements);
@@ -234,7 +243,15 @@
     h.textContent = a.alert_id;
     s.append(h);
     const t = document.createElement("table");
-    const rows = [
+    const rows = ev.view === "trail" ? [
+      ["subject", ev.trail.subject], ["receiver", ev.trail.receiver],
+      ["transfer", a.event_id + " at " + timeText(a.timestamp)], ["amount", moneyText(a.amount) + " (" + ev.trail.amount + ")"],
+      ["score", a.score.toFixed(2) + " (threshold " + a.threshold.toFixed(2) + ")"],
+      ["money trail", ev.trail.accounts + " accounts, " + ev.trail.flows + " flows (" + ev.trail.not_followed +
+        " smaller or past the limits, not followed)"],
+      ["window", timeText(ev.trail.window_start) + " – " + timeText(ev.trail.window_end)],
+      ["shown", ev.nodes.length + " accounts, " + ev.edges.length + " transfers"],
+    ] : [
       ["root account", a.account], ["transfer", a.event_id + " at " + timeText(a.timestamp)],
       ["amount", moneyText(a.amount)], ["score", a.score.toFixed(4) + " (threshold " + a.threshold.toFixed(4) + ")"],
       ["trace", ev.trace.trace_id.slice(0, 16) + "… · " + ev.trace.direction + ", ≤" + ev.trace.max_hops + " hops"],
@@ -242,10 +259,11 @@
       ["shown", ev.nodes.length + " accounts, " + ev.edges.length + " transfers"],
     ];
     const unreached = ev.nodes.filter((n) => n.hop === null).length;
-    if (unreached) rows.push(["left of the root", unreached + " typology members the trace did not reach"]);
+    if (unreached) rows.push([ev.view === "trail" ? "off the trail" : "left of the root",
+      unreached + " typology members the " + (ev.view === "trail" ? "money trail" : "trace") + " did not reach"]);
     if (ev.omitted.nodes || ev.omitted.edges) rows.push(["left out", ev.omitted.nodes + " accounts, " + ev.omitted.edges + " transfers (result cap)"]);
-    if (ev.trace.truncated) rows.push(["trace cut", ev.trace.cuts.map((c) => "hop " + c[0] + " " + (c[1] || "") + ": " + c[2] + " (" + c[3] + ")").join("; ")]);
-    if (ev.trace.hubs.length) rows.push(["hubs (not expanded)", ev.trace.hubs.join(", ")]);
+    if (ev.view !== "trail" && ev.trace.truncated) rows.push(["trace cut", ev.trace.cuts.map((c) => "hop " + c[0] + " " + (c[1] || "") + ": " + c[2] + " (" + c[3] + ")").join("; ")]);
+    if (ev.view !== "trail" && ev.trace.hubs.length) rows.push(["hubs (not expanded)", ev.trace.hubs.join(", ")]);
     for (const [k, v] of rows) {
       const tr = document.createElement("tr");
       tr.append(cell(k), cell(v));
@@ -375,7 +393,7 @@
     if (!state.alertId) { showError("give an alert id"); return; }
     setStatus("loading " + state.alertId + "…");
     try {
-      const ev = await api("evidence", { alert_id: state.alertId });
+      const ev = await api("evidence", { alert_id: state.alertId, view: $("view").value });
       clearError();
       state.evidence = ev;
       render(ev);
@@ -445,6 +463,7 @@
   }
   if (state.token) $("token").value = state.token;
   if (fragment.has("alert")) $("alert").value = fragment.get("alert");
+  if (fragment.get("view") === "trace") $("view").value = "trace";
   if (state.token && $("alert").value) load();
 
   window.auditflowView = { cy: cy, state: state, formatUnits: formatUnits, load: load, expand: expand };
