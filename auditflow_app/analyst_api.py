@@ -45,8 +45,9 @@ The web view (``/view/``)
     shows it: by default its money trail (the report's ~30 headline accounts, the flows between
     them labelled with the traced amount, rounded, and the typology findings' members and
     transfers), or with ``view=trace`` the complete trace and the typology findings of
-    :func:`auditflow_app.flow.trace_and_typologies` with the transfers of the findings, at most ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as
-    many transfers (what was left out is counted), under the same timeout
+    :func:`auditflow_app.flow.trace_and_typologies` with the transfers of the findings; at most
+    ``AUDITFLOW_ANALYST_MAX_RESULTS`` accounts and as many transfers (what was left out is
+    counted), under the same timeout
     (:func:`auditflow_app.views.evidence_view`). Amounts travel as the exact integer ``units`` (a
     string of digits: JSON numbers in a browser are doubles) with their ``scale``; the page formats
     them with string arithmetic, never floats.
