@@ -36,12 +36,12 @@ from xml.sax.saxutils import escape
 
 import reportlab
 from reportlab.lib.units import mm
-from reportlab.platypus import KeepTogether, PageBreak, Paragraph, Spacer
+from reportlab.platypus import CondPageBreak, KeepTogether, Paragraph, Spacer
 
 from auditflow.canonical import canonical_sha256
+from auditflow.fincen import activity_categories
 from auditflow.money import CURRENCIES, Money, format_amount, usd_cents
 from auditflow.reasons import TEMPLATES, about_others, is_absence, reason_text
-from auditflow.fincen import activity_categories
 from auditflow.records import (
     AccountActivity,
     Alert,
@@ -722,12 +722,12 @@ def render_alert_pdf(case: ReportCase, manifest: ReportManifest) -> bytes:
     if not only:
         story += _narrative_from(case)
     story += _typology_section([(n, "" if only else e) for n, e in case.typologies])
-    story += _drift_section(case.drift)
     story += _compliance_section(case, profile)
-    story += [PageBreak(), Paragraph("Appendix: exact values", STYLES["title"]),
+    story += [CondPageBreak(60 * mm), Paragraph("Appendix: exact values", STYLES["title"]),
               _p("Amounts in their original currency and precision, model numbers as exact decimals, "
                  "the reasons' contributions in log-odds.", "note")]
     story += _summary_section(case.alert, subject_only=only)
+    story += _drift_section(case.drift)
     story += _reason_section([rc for rc in case.reason_codes if not (only and about_others(rc.feature))])
     if not only:
         story += _trace_section(case.trace)
