@@ -31,6 +31,7 @@ import gzip
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -585,7 +586,8 @@ def trail_summary(trail: MoneyTrail) -> list[str]:
                 f"the trail follows it through {count_text(len({a.node_id for a in down}), 'account')}, "
                 f"up to {count_text(deepest, 'transfer')} from the subject, within {horizon} of the alert.")
         else:
-            lines.append(f"Where it went: {trail.receiver} passed none of it on within {horizon}.")
+            lines.append(f"Where it went: {trail.receiver} passed none of it on in transfers of {_percent(trail)} "
+                         f"or more within {horizon}.")
         kept = [(a.node_id, a.held_cents) for a in (recv, *down) if a.held_cents and not a.hub]
         hubs = [(a.node_id, a.received_cents) for a in down if a.hub]
         parts = []
@@ -607,18 +609,17 @@ def trail_summary(trail: MoneyTrail) -> list[str]:
     up = [a for a in trail.accounts if a.side == "upstream"]
     if subj is not None:
         funded = whole - subj.held_cents
+        held = f"{share_text(subj.held_cents, whole)} was money {trail.subject} held before the window"
         if up:
             deepest = max(a.hop for a in up)
             lines.append(
-                f"Where it came from: {share_text(funded, whole)} of it had reached {trail.subject} from "
-                f"{count_text(len({a.node_id for a in up}), 'account')} in the {horizon} before "
-                f"(up to {count_text(deepest, 'transfer')} back); {share_text(subj.held_cents, whole)} was money "
-                f"{trail.subject} held before the window.")
+                f"Where it came from: {share_text(funded, whole)} of it came from what {trail.subject} received in "
+                f"the {horizon} before (the trail follows {count_text(len({a.node_id for a in up}), 'account')} "
+                f"that paid it in, up to {count_text(deepest, 'transfer')} back); {held}.")
         else:
-            lines.append(f"Where it came from: {share_text(subj.held_cents, whole)} of it was money "
-                         f"{trail.subject} held before the window (nothing it received in the {horizon} "
-                         "before carried a share of 1 % or more)." if subj.held_cents else
-                         f"Where it came from: transfers into {trail.subject} under the trail's share each.")
+            lines.append(f"Where it came from: {held}" + (
+                f"; {share_text(funded, whole)} came from transfers into it under {_percent(trail)} each, not "
+                "followed." if funded else "."))
     return lines
 
 
@@ -663,8 +664,7 @@ def _trail_section(trail: MoneyTrail) -> list:
 
 
 def _percent(trail: MoneyTrail) -> str:
-    from fractions import Fraction
-
+    """The trail's share below which a transfer is not followed, as a percentage."""
     share = Fraction(str(dict(trail.params).get("min_share", "1/100")))
     return f"{float(share * 100):g} %"
 

@@ -77,8 +77,8 @@ def test_the_first_page_says_where_the_money_went_and_came_from_in_rounded_words
     # the receiver keeps 19,730 (66 %), the last account 10,000 (34 %): all of it in the trail
     assert "At the end of the window: 100 % in 2 accounts of the trail." in section
     # 20,000 of 29,730 came from the funder (67 %); 9,730 (33 %) the subject held before
-    assert f"67 % of it had reached {subject} from 1 account in the 3 days before" in section
-    assert f"33 % was money {subject} held before the window" in section
+    assert (f"67 % of it came from what {subject} received in the 3 days before (the trail follows 1 account "
+            f"that paid it in, up to 1 transfer back); 33 % was money {subject} held before the window.") in section
 
 
 def test_the_table_lists_the_headline_accounts_and_the_typology_members(written) -> None:
@@ -131,3 +131,17 @@ def test_a_trail_of_another_transfer_is_refused(tmp_path: Path) -> None:
     writer = ReportWriter(tmp_path, input_sha256=INPUT_SHA256, code_version="t", seed=1, signer=SIGNER)
     failed = writer.write(alert, make_trace(), CODES, trail=money_trail(store, other))
     assert "follows transfer 'other'" in failed.reason
+
+
+def test_the_summary_states_the_trails_own_share_and_no_more() -> None:
+    from reports.alert_report import trail_summary
+
+    alert = make_alert()
+    subject, receiver = alert.event.sender.node_id, alert.event.receiver.node_id
+    store = NetworkxGraphStore()
+    # the receiver passes on 4 % of the alerted 29,730 cents: under a 5 % share, not followed
+    store.add_transactions([alert.event, _usd("small", receiver, NEXT, datetime(2022, 9, 1, 1, 0), 12)])
+    lines = trail_summary(money_trail(store, alert.event, min_share="0.05"))
+    assert f"Where it went: {receiver} passed none of it on in transfers of 5 % or more within 3 days." in lines
+    assert "At the end of the window: 96 % in 1 account of the trail; 4 % in 1 smaller transfer not followed." in lines
+    assert f"Where it came from: 100 % was money {subject} held before the window." in lines
