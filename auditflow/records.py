@@ -189,6 +189,16 @@ def ts_from_wire(text: str, field_name: str = "timestamp") -> datetime:
         raise FieldError(field_name, text, "expected YYYY-MM-DDTHH:MM") from None
 
 
+def opt_ts_to_wire(ts: datetime | None) -> str | None:
+    """:func:`ts_to_wire`, or None for no time."""
+    return ts_to_wire(ts) if ts else None
+
+
+def opt_ts_from_wire(text: str | None, field_name: str = "timestamp") -> datetime | None:
+    """:func:`ts_from_wire`, or None for no time."""
+    return ts_from_wire(text, field_name) if text else None
+
+
 def epoch_minutes(ts: datetime) -> int:
     return int((ts - EPOCH) // timedelta(minutes=1))
 
@@ -724,6 +734,14 @@ class TraceCut:
     reason: str
     dropped: int
 
+    def to_wire(self) -> list[Any]:
+        return [self.hop, self.node_id, self.reason, self.dropped]
+
+    @classmethod
+    def from_wire(cls, row: list[Any]) -> TraceCut:
+        hop, node_id, reason, dropped = row
+        return cls(int(hop), node_id, reason, int(dropped))
+
 
 @dataclass(frozen=True, slots=True)
 class TraceEdge:
@@ -774,8 +792,8 @@ class EvidenceTrace:
             "direction": self.direction,
             "max_hops": self.max_hops,
             "fanout_cap": self.fanout_cap,
-            "window_start": ts_to_wire(self.window_start) if self.window_start else None,
-            "window_end": ts_to_wire(self.window_end) if self.window_end else None,
+            "window_start": opt_ts_to_wire(self.window_start),
+            "window_end": opt_ts_to_wire(self.window_end),
             "nodes": [[n.node_id, n.hop_depth, list(n.upstream_ids), list(n.path)] for n in self.nodes],
             "edges": [
                 [e.event_id, e.src, e.dst, money_to_wire(e.amount_paid), ts_to_wire(e.timestamp), e.hop]
@@ -784,7 +802,7 @@ class EvidenceTrace:
             "backend": self.backend,
             "truncated": self.truncated,
             "hubs": list(self.hubs),
-            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in self.cuts],
+            "cuts": [c.to_wire() for c in self.cuts],
             "params": dict(self.params),
         }
 
@@ -801,8 +819,8 @@ class EvidenceTrace:
             direction=d["direction"],
             max_hops=int(d["max_hops"]),
             fanout_cap=int(d["fanout_cap"]),
-            window_start=ts_from_wire(d["window_start"]) if d["window_start"] else None,
-            window_end=ts_from_wire(d["window_end"]) if d["window_end"] else None,
+            window_start=opt_ts_from_wire(d["window_start"]),
+            window_end=opt_ts_from_wire(d["window_end"]),
             nodes=tuple(TraceNode(n[0], int(n[1]), tuple(n[2]), tuple(n[3]) if len(n) > 3 else ()) for n in d["nodes"]),
             edges=tuple(
                 TraceEdge(eid, s, t, money_from_wire(m, "amount_paid"), ts_from_wire(ts), int(h))
@@ -811,7 +829,7 @@ class EvidenceTrace:
             backend=d.get("backend", ""),
             truncated=bool(d.get("truncated", False)),
             hubs=tuple(d.get("hubs", ())),
-            cuts=tuple(TraceCut(int(h), n, r, int(k)) for h, n, r, k in d.get("cuts", ())),
+            cuts=tuple(TraceCut.from_wire(c) for c in d.get("cuts", ())),
             params=tuple(sorted(d.get("params", {}).items())),
         )
 
@@ -937,9 +955,6 @@ class MoneyTrail:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        def opt(ts: datetime | None) -> str | None:
-            return ts_to_wire(ts) if ts else None
-
         return {
             "schema": _schema("trail"),
             "trail_id": self.trail_id,
@@ -960,8 +975,8 @@ class MoneyTrail:
                     a.held_cents,
                     a.hub,
                     a.headline,
-                    opt(a.first_seen),
-                    opt(a.last_seen),
+                    opt_ts_to_wire(a.first_seen),
+                    opt_ts_to_wire(a.last_seen),
                 ]
                 for a in self.accounts
             ],
@@ -978,7 +993,7 @@ class MoneyTrail:
                 for f in self.flows
             ],
             "dropped": [list(d) for d in self.dropped],
-            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in self.cuts],
+            "cuts": [c.to_wire() for c in self.cuts],
             "params": dict(self.params),
             "backend": self.backend,
             "members": list(self.members),
@@ -991,10 +1006,6 @@ class MoneyTrail:
     @_decoder("trail")
     def from_dict(cls, d: dict[str, Any]) -> MoneyTrail:
         _check_schema(d, "trail")
-
-        def opt(text: str | None) -> datetime | None:
-            return ts_from_wire(text) if text else None
-
         return cls(
             trail_id=d["trail_id"],
             event_id=d["event_id"],
@@ -1005,7 +1016,18 @@ class MoneyTrail:
             window_start=ts_from_wire(d["window_start"]),
             window_end=ts_from_wire(d["window_end"]),
             accounts=tuple(
-                TrailAccount(n, side, int(h), int(r), int(s), int(k), bool(hub), bool(head), opt(f), opt(last))
+                TrailAccount(
+                    n,
+                    side,
+                    int(h),
+                    int(r),
+                    int(s),
+                    int(k),
+                    bool(hub),
+                    bool(head),
+                    opt_ts_from_wire(f),
+                    opt_ts_from_wire(last),
+                )
                 for n, side, h, r, s, k, hub, head, f, last in d["accounts"]
             ),
             flows=tuple(
@@ -1013,7 +1035,7 @@ class MoneyTrail:
                 for eid, s, t, m, ts, side, c in d["flows"]
             ),
             dropped=tuple((side, why, int(n), int(c)) for side, why, n, c in d["dropped"]),
-            cuts=tuple(TraceCut(int(h), n, r, int(k)) for h, n, r, k in d.get("cuts", ())),
+            cuts=tuple(TraceCut.from_wire(c) for c in d.get("cuts", ())),
             params=tuple(sorted(d.get("params", {}).items())),
             backend=d.get("backend", ""),
             members=tuple(d.get("members", ())),
@@ -1047,15 +1069,12 @@ class AccountActivity:
     capped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        def opt(ts: datetime | None) -> str | None:
-            return ts_to_wire(ts) if ts else None
-
         return {
             "node_id": self.node_id,
             "window": [ts_to_wire(self.window_start), ts_to_wire(self.window_end)],
             "transfers": [self.transfers_in, self.transfers_out],
             "usd_cents": [self.usd_in_cents, self.usd_out_cents],
-            "seen": [opt(self.first_seen), opt(self.last_seen)],
+            "seen": [opt_ts_to_wire(self.first_seen), opt_ts_to_wire(self.last_seen)],
             "capped": self.capped,
         }
 

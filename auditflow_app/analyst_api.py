@@ -453,17 +453,31 @@ def view_router(web: Path) -> APIRouter:
     @router.get("/view/{name}", include_in_schema=False)
     def view_file(name: str) -> FileResponse:
         """The view's static files (public: they hold no data; every data call needs the token)."""
-        if name not in VIEW_FILES:
-            raise HTTPException(404, f"no view file {name[:80]!r}")
-        rel, media = VIEW_FILES[name]
-        path = web / rel
-        if not path.is_file():
-            raise HTTPException(
-                503, f"the web view is not installed ({rel} missing under web/): run make setup (npm ci in web/)"
-            )
-        return FileResponse(path, media_type=media, headers=VIEW_HEADERS)
+        return _installed_file(
+            web, VIEW_FILES, name, "view file", "the web view", "make setup (npm ci in web/)", VIEW_HEADERS
+        )
 
     return router
+
+
+def _installed_file(
+    web: Path,
+    files: dict[str, tuple[str, str]],
+    name: str,
+    kind: str,
+    what: str,
+    fix: str,
+    headers: dict[str, str] | None = None,
+) -> FileResponse:
+    """One of ``files`` (name -> (path under ``web``, media type)): ``404`` for a name not listed,
+    ``503`` when ``what`` is not installed (saying how to ``fix`` it)."""
+    if name not in files:
+        raise HTTPException(404, f"no {kind} {name[:80]!r}")
+    rel, media = files[name]
+    path = web / rel
+    if not path.is_file():
+        raise HTTPException(503, f"{what} is not installed ({rel} missing under web/): run {fix}")
+    return FileResponse(path, media_type=media, headers=headers)
 
 
 def docs_router(web: Path, title: str) -> APIRouter:
@@ -485,13 +499,7 @@ def docs_router(web: Path, title: str) -> APIRouter:
 
     @router.get("/docs/{name}", include_in_schema=False)
     def docs_file(name: str) -> FileResponse:
-        if name not in DOCS_FILES:
-            raise HTTPException(404, f"no docs file {name[:80]!r}")
-        rel, media = DOCS_FILES[name]
-        path = web / rel
-        if not path.is_file():
-            raise HTTPException(503, f"Swagger UI is not installed ({rel} missing under web/): run make setup")
-        return FileResponse(path, media_type=media)
+        return _installed_file(web, DOCS_FILES, name, "docs file", "Swagger UI", "make setup")
 
     return router
 

@@ -750,7 +750,7 @@ def run_deep_path(
         explained = explain_alerts(candidates, cascade, features_fn)
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
-        run_alerts = [c.alert for c in cases]
+        run_alerts = alerts_by_account([c.alert for c in cases])
         narrated = narrated_alerts(settings, [(c.alert, c.tier) for c in cases])
         rank = {t: i for i, t in enumerate(TIERS)}
         queue = sorted(cases, key=lambda c: rank.get(c.tier, len(rank)))  # stable: by score within a tier
@@ -1008,22 +1008,31 @@ def alert_evidence(store, alert: Alert, settings: Settings) -> AlertEvidence:
     return AlertEvidence(alert, trace, matches, tuple(extra.values()), alert_trail(store, alert, settings, matches))
 
 
-def prior_alerts(alerts: Sequence[Alert], alert: Alert) -> tuple:
-    """The alerts of ``alerts`` before ``alert`` (event time, then alert id) on its sender's or
-    receiver's account, latest first (:class:`~auditflow.records.PriorAlert`)."""
+def alerts_by_account(alerts: Sequence[Alert]) -> dict[str, list[Alert]]:
+    """Each account's alerts, as sender or receiver (what :func:`prior_alerts` looks in)."""
+    by: dict[str, list[Alert]] = {}
+    for a in alerts:
+        for n in dict.fromkeys((a.event.sender.node_id, a.event.receiver.node_id)):
+            by.setdefault(n, []).append(a)
+    return by
+
+
+def prior_alerts(by_account: Mapping[str, Sequence[Alert]], alert: Alert) -> tuple:
+    """The alerts of ``by_account`` (:func:`alerts_by_account`) before ``alert`` (event time, then
+    alert id) on its sender's or receiver's account, latest first
+    (:class:`~auditflow.records.PriorAlert`)."""
     from auditflow.records import PriorAlert
 
     ev = alert.event
     mine = {ev.sender.node_id, ev.receiver.node_id}
     key = (ev.timestamp, alert.alert_id)
-    out = []
-    for a in alerts:
-        if (a.event.timestamp, a.alert_id) >= key:
-            continue
-        shared = sorted(mine & {a.event.sender.node_id, a.event.receiver.node_id})
-        if shared:
-            out.append(PriorAlert(a.alert_id, a.event.timestamp, shared[0], a.score))
-    return tuple(sorted(out, key=lambda p: (p.timestamp, p.alert_id), reverse=True))
+    found: dict[str, PriorAlert] = {}
+    for n in mine:
+        for a in by_account.get(n, ()):
+            if (a.event.timestamp, a.alert_id) < key and a.alert_id not in found:
+                shared = sorted(mine & {a.event.sender.node_id, a.event.receiver.node_id})
+                found[a.alert_id] = PriorAlert(a.alert_id, a.event.timestamp, shared[0], a.score)
+    return tuple(sorted(found.values(), key=lambda p: (p.timestamp, p.alert_id), reverse=True))
 
 
 def sar_context(store, alert: Alert, settings: Settings, matches, prior: tuple = ()):
@@ -1106,8 +1115,9 @@ def report_alert(settings: Settings, alert_id: str, *, profile: str | None = Non
         **options,
     )
     rows = list(iter_json_lines(paths.alerts))
-    run_alerts = [alert_from_row(d) for d in rows]
-    narrated = narrated_alerts(settings, [(a, d.get("tier", "")) for a, d in zip(run_alerts, rows, strict=True)])
+    alerts = [alert_from_row(d) for d in rows]
+    run_alerts = alerts_by_account(alerts)
+    narrated = narrated_alerts(settings, [(a, d.get("tier", "")) for a, d in zip(alerts, rows, strict=True)])
     with open_graph(settings) as store:
         trace, matches = trace_and_typologies(store, alert, settings)
         trail = alert_trail(store, alert, settings, matches)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from auditflow.money import CURRENCIES, Money
-from auditflow.records import ts_to_wire
+from auditflow.records import opt_ts_to_wire, ts_to_wire
 
 if TYPE_CHECKING:
     from auditflow_app.flow import AlertEvidence
@@ -147,9 +147,9 @@ def _frame(ev: AlertEvidence) -> dict[str, Any]:
             "max_hops": trace.max_hops,
             "truncated": trace.truncated,
             "hubs": list(trace.hubs),
-            "cuts": [[c.hop, c.node_id, c.reason, c.dropped] for c in trace.cuts],
-            "window_start": ts_to_wire(trace.window_start) if trace.window_start else None,
-            "window_end": ts_to_wire(trace.window_end) if trace.window_end else None,
+            "cuts": [c.to_wire() for c in trace.cuts],
+            "window_start": opt_ts_to_wire(trace.window_start),
+            "window_end": opt_ts_to_wire(trace.window_end),
         },
         "typologies": [m.to_dict() for m in ev.matches],
     }

@@ -222,6 +222,7 @@ def bench_evidence(root: Path, n: int, seed: int, log) -> dict:
                               signer=SIGNER)
         sizes, heads, pages, ms, trails = [], [], [], [], {}
         run = [Alert(alert_id_for(ev.event_id), ev, 0.9, 0.5, "bench-model", (("amount_usd", 0.0),)) for ev in alerts]
+        by_account = flow.alerts_by_account(run)
         for alert in run:
             ev = alert.event
             trace, matches = flow.trace_and_typologies(store, alert, settings)
@@ -231,7 +232,7 @@ def bench_evidence(root: Path, n: int, seed: int, log) -> dict:
             trails[ev.event_id] = (alert, matches, trail)
             sizes.append(len({a.node_id for a in trail.accounts}))
             heads.append(len({a.node_id for a in trail.accounts if a.headline} | set(trail.members)))
-            sar = flow.sar_context(store, alert, settings, matches, flow.prior_alerts(run, alert))
+            sar = flow.sar_context(store, alert, settings, matches, flow.prior_alerts(by_account, alert))
             m = writer.write(alert, trace, make_reason_codes(), trail=trail, sar=sar,
                              typologies=[(x.typology, x.explanation) for x in matches])
             if not hasattr(m, "files"):

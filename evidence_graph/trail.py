@@ -53,7 +53,7 @@ import heapq
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 
@@ -273,13 +273,14 @@ def money_trail(
     hubs: set[str] = set()
     seen_at: dict[str, tuple[datetime, datetime]] = {}
     cuts: list[TraceCut] = []
-    room_edges = [budget.max_edges]
+    room_edges = budget.max_edges
 
     def left() -> float | None:
         return None if budget.max_seconds is None else budget.max_seconds - (time.monotonic() - clock)
 
     def fetch(nodes: list[str], hop: int) -> bool:
         """Add ``nodes`` with all their transfers in the window; False when out of time."""
+        nonlocal room_edges
         timeout = left()
         try:
             got = [store.expand_micros([(n, lo, hi) for n in nodes], d, hub_degree + 1, timeout=timeout)
@@ -297,11 +298,11 @@ def money_trail(
                 hubs.add(n)
                 continue
             new = [e for e in both if e.event_id not in edges]
-            if len(new) > room_edges[0]:
+            if len(new) > room_edges:
                 cuts.append(TraceCut(hop, n, "edge budget", len(new)))
                 hubs.add(n)  # not followed: its pool would be incomplete
                 continue
-            room_edges[0] -= len(new)
+            room_edges -= len(new)
             for e in new:
                 edges[e.event_id] = e
         return True
@@ -441,6 +442,5 @@ def _headline(rows: list[TrailAccount], subject: str, receiver: str, keep: Seque
             chosen.append(r.node_id)
             room -= 1
     shown = set(chosen) | set(reserved)
-    return [TrailAccount(r.node_id, r.side, r.hop, r.received_cents, r.sent_cents, r.held_cents, r.hub,
-                         r.node_id in shown, r.first_seen, r.last_seen) for r in rows]
+    return [replace(r, headline=r.node_id in shown) for r in rows]
 
