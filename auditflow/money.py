@@ -21,7 +21,7 @@ auditflow.errors.FieldError: Amount Paid='11111111111111111': more than 16 digit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from auditflow.errors import FieldError
 
@@ -164,6 +164,47 @@ def format_amount(money: Money) -> str:
         frac = frac.rstrip("0").ljust(6, "0")
         text = f"{whole}.{frac}"
     return text
+
+
+#: Significant digits of an amount written for people (the exact one stays in appendices and files).
+SIGNIFICANT = 4
+
+
+def round_significant(x: Decimal, digits: int = SIGNIFICANT) -> Decimal:
+    """``x`` rounded to ``digits`` significant digits, ties to the even digit.
+
+    >>> [round_significant(Decimal(x)) for x in ("94999.79", "3697.34", "0.0258520")]
+    [Decimal('9.500E+4'), Decimal('3697'), Decimal('0.02585')]
+    """
+    if x == 0:
+        return x
+    exp = x.adjusted() - digits + 1
+    return x.scaleb(-exp).quantize(Decimal(1), rounding=ROUND_HALF_EVEN).scaleb(exp)
+
+
+def figure_text(x: Decimal) -> str:
+    """A rounded amount for people: 4 significant digits, thousands separators, millions and
+    billions in words.
+
+    >>> figure_text(Decimal("94999.79")), figure_text(Decimal("3697.34")), figure_text(Decimal("1250000"))
+    ('95,000', '3,697', '1.25 million')
+    """
+    x = round_significant(x)
+    for word, size in (("billion", Decimal(10) ** 9), ("million", Decimal(10) ** 6)):
+        if abs(x) >= size:
+            return f"{round_significant(x / size).normalize():f} {word}"
+    if abs(x) >= 1000:
+        return f"{int(x):,}"
+    return f"{x.normalize():f}"
+
+
+def money_plain(m: Money) -> str:
+    """An amount in its own currency, rounded for people: ``XBT 0.02585``, ``EUR 1.25 million``.
+
+    >>> money_plain(parse_amount("0.025852", "Bitcoin", field="x")), money_plain(Money("Euro", 125_000_000))
+    ('XBT 0.02585', 'EUR 1.25 million')
+    """
+    return f"{CURRENCIES[m.currency][0]} {figure_text(m.to_decimal())}"
 
 
 #: Reference rates to US dollars (AMLworld-era averages), exact decimals.

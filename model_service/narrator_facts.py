@@ -18,6 +18,12 @@ of them the evidence does not support, relational statements ("A sent X to B on 
 []
 >>> [v.reason for v in check_sentence("Account 00220/8001C8C51 sent 12.05 US Dollar to 0011/8011D2E40.", ev)]
 ['no transfer in the evidence matches: 00220/8001C8C51 -> 0011/8011D2E40, 12.05 US Dollar']
+
+An amount rounded for people is supported to the precision it is stated in:
+
+>>> [[v.reason for v in check_sentence(f"Account 00220/8001C8C51 sent {x} to account 0119/80F2A3B11.", ev)]
+...  for x in ("USD 3,697", "USD 3,700", "USD 3.7 thousand", "USD 3,000")]
+[[], [], [], ['unsupported amount 3000 US Dollar']]
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from auditflow.money import CURRENCIES, Money, format_amount
+from auditflow.money import CURRENCIES, SIGNIFICANT, Money, figure_text, format_amount, money_plain
 from auditflow.records import Alert, EvidenceTrace, ReasonCode
 from auditflow.typologies import TYPOLOGIES
 
@@ -78,6 +84,9 @@ _TYPOLOGY = re.compile(r"(?<![A-Za-z-])(" + "|".join(re.escape(t) for t in sorte
                        + r")(?![A-Za-z-])", re.IGNORECASE)
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
 _TRAILING = ".:-_/"
+#: A scale word after an amount's number ("1.25 million"): its power of ten.
+_SCALES = {"thousand": 3, "million": 6, "billion": 9}
+_SCALE_AFTER = re.compile(r"\s+(thousand|million|billion)(?![A-Za-z])")
 
 
 def _dec(text: str) -> Decimal | None:
@@ -216,7 +225,8 @@ def evidence_for(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Reas
     for a in evidence.accounts:
         surfaces |= {a, *a.split("/")}
     for e in edges:
-        surfaces |= {e.date, e.time, f"{e.date}T{e.time}", *(_amount_surface(d, c) for d, c in e.amounts)}
+        surfaces |= {e.date, e.time, f"{e.date}T{e.time}", *(_amount_surface(d, c) for d, c in e.amounts),
+                     *(figure_text(d) for d, _ in e.amounts)}
     surfaces |= {str(n) for v in evidence.counts.values() for n in v}
     surfaces |= {str(n) for n, _ in evidence.durations}
     surfaces |= {_plain(v) for v in evidence.values}
@@ -235,6 +245,27 @@ def _amount_surface(d: Decimal, currency: str) -> str:
 
 def _plain(d: Decimal) -> str:
     return format(d, "f")
+
+
+def stated_precision(number: str) -> Decimal:
+    """Half the unit of the last significant digit of an amount as stated: a figure rounded for
+    people stands for every amount it rounds from ("3697": 0.5, "95000": 500, "3697.34": 0.005).
+
+    >>> stated_precision("3697"), stated_precision("95000"), stated_precision("3697.34"), stated_precision("0")
+    (Decimal('0.5'), Decimal('500'), Decimal('0.005'), Decimal('0.5'))
+    """
+    if "." in number:
+        return Decimal(1).scaleb(-len(number.split(".")[1])) / 2
+    digits = number.lstrip("-")
+    zeros = len(digits) - len(digits.rstrip("0")) if digits.strip("0") else 0
+    return Decimal(10) ** zeros / 2
+
+
+def _amount_matches(stated: str, known: tuple[Decimal, str]) -> bool:
+    """Whether a stated amount (``"3697 US Dollar"``) is ``known`` to the precision it is stated in."""
+    num, _, cur = stated.partition(" ")
+    d = _dec(num)
+    return d is not None and cur == known[1] and abs(known[0] - d) <= stated_precision(num)
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -360,9 +391,15 @@ def _number_fact(text: str, word: str, a: int, b: int, facts: list[Fact], taken:
     pre = _BEFORE_CURRENCY.search(before)
     words_before = [w.lower() for w in _words_before(text, a, 2)]
     nxt = _next_words(text, b, 3)
+    scale = _SCALE_AFTER.match(after)
+    if scale and not pre:
+        cur = _AFTER_CURRENCY.match(after[scale.end():]) or None
     if cur or pre:
         currency = _CURRENCY_WORDS[(cur or pre).group(1)]
         d = _dec(word)
+        if d is not None and scale:  # "EUR 1.25 million": the stated digits, scaled (1.25E+6)
+            d = d.scaleb(_SCALES[scale.group(1)])
+            b += scale.end()
         facts.append(Fact("amount", f"{_plain(d) if d is not None else word} {currency}", a, b))
     elif words_before[-1:] in (["hop"], ["step"], ["layer"]):
         facts.append(Fact("hop", str(int(word)) if word.isdigit() else word, a, b))
@@ -453,9 +490,7 @@ def fact_supported(f: Fact, ev: Evidence) -> bool:
     if k == "bank":
         return v in ev.banks
     if k == "amount":
-        num, _, cur = v.partition(" ")
-        d = _dec(num)
-        return d is not None and (d, cur) in ev.amounts
+        return any(_amount_matches(v, a) for a in ev.amounts)
     if k == "date":
         return v in ev.dates
     if k == "time":
@@ -497,8 +532,7 @@ def matching_edges(facts: Sequence[Fact], ev: Evidence) -> list[EdgeFact] | None
 
     def fits(e: EdgeFact, f: Fact) -> bool:
         if f.kind == "amount":
-            num, _, cur = f.value.partition(" ")
-            return (_dec(num), cur) in e.amounts
+            return any(_amount_matches(f.value, a) for a in e.amounts)
         if f.kind == "date":
             return e.date == f.value
         if f.kind == "time":
@@ -603,8 +637,22 @@ def _item(text: str, evidence_ids: Sequence[str], ev: Evidence, key_kinds=("acco
                     frozenset(s for s in surfaces if any(c.isdigit() for c in s)))
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _significant_digits(number: str) -> int:
+    """``"297.3"``: 4, ``"0.00125"``: 3, ``"12000"``: 2, ``"1e-05"``: 99 (not a plain number)."""
+    if not re.fullmatch(r"-?\d+(?:\.\d+)?", number):
+        return 99
+    digits = number.lstrip("-").replace(".", "").lstrip("0")
+    return len(digits if "." in number else digits.rstrip("0"))
+
+
 def _amount_words(m: Money) -> str:
-    return f"{format_amount(m)} {m.currency}"
+    """An amount as the narrative states it: rounded for people (``USD 3,697``); the exact one is
+    in the report's appendix and the trace file."""
+    return money_plain(m)
 
 
 def narrative_plan(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCode] = (),
@@ -621,7 +669,7 @@ def narrative_plan(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Re
                    [e.event_id], ev)]
     names = list(dict.fromkeys(t if isinstance(t, str) else t[0] for t in typologies))
     up = [rc for rc in reason_codes if rc.contribution > 0]
-    short = [rc for rc in up if len(value_text(rc.value)) <= 8]
+    short = [rc for rc in up if _significant_digits(value_text(rc.value)) <= SIGNIFICANT]
     why = []
     if names:
         why.append(f"the evidence matches the {' and '.join(names[:2])} pattern")
@@ -638,8 +686,9 @@ def narrative_plan(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Re
     for x in later[:max_path_edges]:
         items.append(_item(f"On {x.timestamp:%Y-%m-%d} at {x.timestamp:%H:%M}, account {x.src} sent "
                            f"{_amount_words(x.amount_paid)} to account {x.dst}.", [x.event_id], ev))
-    items.append(_item(f"The trace followed the money for up to {trace.max_hops} hops and reached "
-                       f"{len(trace.nodes)} accounts through {len(trace.edges)} transfers.", [trace.trace_id], ev))
+    items.append(_item(f"The trace followed the money for up to {_count(trace.max_hops, 'hop')} and reached "
+                       f"{_count(len(trace.nodes), 'account')} through {_count(len(trace.edges), 'transfer')}.",
+                       [trace.trace_id], ev))
     return items
 
 

@@ -18,46 +18,17 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
-from auditflow.money import CURRENCIES, Money
+from auditflow.money import SIGNIFICANT, figure_text, money_plain
 
-SIGNIFICANT = 4
-
-
-def _round_sig(x: Decimal, digits: int = SIGNIFICANT) -> Decimal:
-    if x == 0:
-        return x
-    exp = x.adjusted() - digits + 1
-    return x.scaleb(-exp).quantize(Decimal(1), rounding=ROUND_HALF_EVEN).scaleb(exp)
-
-
-def _figure(x: Decimal) -> str:
-    """A rounded amount: 4 significant digits, thousands separators, millions and billions in words."""
-    x = _round_sig(x)
-    for word, size in (("billion", Decimal(10) ** 9), ("million", Decimal(10) ** 6)):
-        if abs(x) >= size:
-            return f"{_round_sig(x / size).normalize():f} {word}"
-    if abs(x) >= 1000:
-        return f"{int(x):,}"
-    return f"{x.normalize():f}"
-
+__all__ = ["amount_text", "count_text", "duration_text", "money_plain", "round_figures", "score_text", "share_text"]
 
 def amount_text(cents: int, unit: str = "USD") -> str:
     """``cents`` as ``USD 48,210``: 4 significant digits (no cents at 1,000 and above), millions
     and billions in words; ``unit=""``: the number alone (a table whose header names the unit)."""
-    text = _figure(Decimal(cents) / 100)
+    text = figure_text(Decimal(cents) / 100)
     return f"{unit} {text}" if unit else text
-
-
-def money_plain(m: Money) -> str:
-    """An amount in its own currency, rounded: ``XBT 0.02585``, ``EUR 1.25 million``.
-
-    >>> from auditflow.money import parse_amount
-    >>> money_plain(parse_amount("0.025852", "Bitcoin", field="x")), money_plain(Money("Euro", 125_000_000))
-    ('XBT 0.02585', 'EUR 1.25 million')
-    """
-    return f"{CURRENCIES[m.currency][0]} {_figure(m.to_decimal())}"
 
 
 def score_text(x: float) -> str:
@@ -80,7 +51,7 @@ def round_figures(text: str) -> str:
         digits = m.group().replace(",", "").replace(".", "").lstrip("0")
         if len(digits.rstrip("0") if "." not in m.group() else digits) <= SIGNIFICANT:
             return m.group()
-        return _figure(Decimal(m.group().replace(",", "")))
+        return figure_text(Decimal(m.group().replace(",", "")))
 
     return _NUMBER.sub(one, text)
 

@@ -7,19 +7,33 @@ on two cores.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
+import re
 import socket
 
 import pytest
 from pypdf import PdfReader
 
+from auditflow.money import Money
 from auditflow.records import EvidenceTrace, Narrative, TraceEdge, TraceNode
 from model_service.fact_audit import audit, known_of
 from model_service.narrator_facts import evidence_for, narrative_plan, unsupported_facts
 from reports.testing import INPUT_SHA256, SIGNER, make_alert, make_reason_codes, make_trace
 
 TYPOLOGIES = [("fan-out", "The sender paid 7 distinct payees within 24 hours.")]
+
+
+def _figures_over_four_digits(text: str) -> list[str]:
+    """Standalone numbers of more than 4 significant digits (ids, dates and times are not standalone)."""
+    out = []
+    for m in re.finditer(r"(?<![\w./:-])\d[\d,]*(?:\.\d+)?(?![\w/:-])", text):
+        plain = m.group().replace(",", "")
+        digits = plain.replace(".", "").lstrip("0") if "." in plain else plain.lstrip("0").rstrip("0")
+        if len(digits) > 4:
+            out.append(m.group())
+    return out
 
 
 def _available() -> str | None:
@@ -109,6 +123,7 @@ def test_narratives_state_only_facts_of_the_evidence_over_seeds(narratives):
     known = known_of(alert, trace, codes, TYPOLOGIES)
     for seed, n in narratives.items():
         assert unsupported_facts(n.text, ev) == [], (seed, n.text)
+        assert _figures_over_four_digits(n.text) == [], (seed, n.text)
         assert audit(n.text, known) == [], (seed, n.text)  # the independent checker finds nothing either
         assert len(n.sentences) == len(items)
         stats = dict(n.stats)
@@ -129,8 +144,11 @@ def test_same_inputs_and_seed_give_the_same_narrative(lm, narratives):
     assert again.content() == narratives[1].content()
 
 
-def _small_case():
+def _small_case(amount: Money | None = None):
     alert = make_alert()
+    if amount is not None:
+        alert = dataclasses.replace(alert, event=dataclasses.replace(
+            alert.event, amount_paid=amount, amount_received=amount, payment_format="Wire"))
     ev = alert.event
     edge = TraceEdge(ev.event_id, ev.sender.node_id, ev.receiver.node_id, ev.amount_paid, ev.timestamp, 1)
     trace = EvidenceTrace("trace-small000000001", ev.sender.node_id, "out", 2, 25, None, None,
@@ -160,11 +178,13 @@ def test_narratives_pass_the_independent_checker_over_twenty_seeds(lm):
     the independent checker finds (a one-transfer case: ~5 s a narrative on two cores)."""
     from model_service.narrator import narrate
 
-    alert, trace = _small_case()
+    alert, trace = _small_case(Money("US Dollar", 9_499_979))  # USD 94,999.79: people read "USD 95,000"
     known = known_of(alert, trace)
     for seed in range(1, 21):
         n = narrate(alert, trace, lm=lm, seed=seed)
         assert audit(n.text, known) == [], (seed, n.text)
+        assert _figures_over_four_digits(n.text) == [], (seed, n.text)  # exact amounts are for the appendix
+        assert "94,999" not in n.text and "94999" not in n.text, (seed, n.text)
 
 
 def test_what_the_independent_checker_rejects_is_rolled_back(lm, monkeypatch):

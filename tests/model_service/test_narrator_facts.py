@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from model_service.narrator_facts import (
@@ -40,6 +42,8 @@ def keys(text, ev):
     ("At 2022-09-01T00:40 the money moved.", [("date", "2022-09-01"), ("time", "00:40")]),
     ("Case 1. Reference 4711.", [("number", "1"), ("number", "4711")]),
     ("No digits here, only words about money.", []),
+    (f"Account {ROOT} sent USD 3,697 and EUR 1.25 million.", [("account", ROOT), ("amount", "3697 US Dollar"),
+                                                              ("amount", "1250000 Euro")]),
 ])
 def test_extracts_the_facts_a_sentence_states(text, expected, ev):
     assert keys(text, ev) == expected
@@ -54,6 +58,10 @@ def test_extracts_the_facts_a_sentence_states(text, expected, ev):
     "The trace followed the money for up to 3 hops and reached 6 accounts through 7 transfers.",
     "The sender paid 7 distinct payees.",
     "Nothing in this sentence is a fact.",
+    # rounded for people: true to the precision stated (3697.34 -> 3,697 / 3,700; 1,250,000.00 -> 1.25 million)
+    f"Account {ROOT} sent USD 3,697 to account {A2}.",
+    f"Account {ROOT} sent 3,700 US Dollar to account {A2}.",
+    f"Account {A2} sent EUR 1.25 million to account {B2}.",
 ])
 def test_supported_sentences_pass(text, ev):
     assert check_sentence(text, ev) == []
@@ -77,6 +85,10 @@ def test_supported_sentences_pass(text, ev):
     ("On March 3, 2021 it started.", "unsupported date 2021-03-03"),
     ("It was flagged, matching the fan-out pattern of 7.", "value 7 not stated with what it measures"),
     ("It was flagged for 24 hours later.", "duration hours:24 not stated as a factor's window"),
+    # a rounded figure the amount does not round to (3697.34 is not 3,000 nor 3,698 nor EUR 1.3 million)
+    (f"Account {ROOT} sent USD 3,000 to account {A2}.", "unsupported amount 3000 US Dollar"),
+    (f"Account {ROOT} sent USD 3,698 to account {A2}.", "unsupported amount 3698 US Dollar"),
+    (f"Account {A2} sent EUR 1.26 million to account {B2}.", "unsupported amount 1260000 Euro"),
 ])
 def test_unsupported_facts_and_transfers_are_caught(text, why, ev):
     found = check_sentence(text, ev)
@@ -184,3 +196,24 @@ def test_the_model_service_hosts_the_narrators_router_on_the_device_it_is_given(
     assert r.status_code == 200, r.text
     assert r.json() == {"alert": alert.alert_id, "lm": "the model", "seed": 3}
     assert calls == [("load", "cpu", 2)]
+
+
+def _figures_over_four_digits(text: str) -> list[str]:
+    """Standalone numbers of more than 4 significant digits (ids, dates and times are not standalone)."""
+    out = []
+    for m in re.finditer(r"(?<![\w./:-])\d[\d,]*(?:\.\d+)?(?![\w/:-])", text):
+        plain = m.group().replace(",", "")
+        digits = plain.replace(".", "").lstrip("0") if "." in plain else plain.lstrip("0").rstrip("0")
+        if len(digits) > 4:
+            out.append(m.group())
+    return out
+
+
+def test_the_plan_states_amounts_rounded_for_people(ev):
+    """What the narrator is steered to write: the alerted 3,697.34 USD as "USD 3,697", the onward
+    1,250,000.00 EUR as "EUR 1.25 million" (4 significant digits; the exact ones stay in the appendix)."""
+    items = narrative_plan(make_alert(), make_trace(), make_reason_codes(), TYPOLOGIES, evidence=ev)
+    text = " ".join(it.text for it in items)
+    assert _figures_over_four_digits(text) == [], text
+    assert "USD 3,697" in items[0].text or "XBT 0.02585" in items[0].text
+    assert "3697.34" not in text and "1250000" not in text and "1,250,000" not in text
