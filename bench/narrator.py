@@ -26,7 +26,8 @@ checker, masking and backtracking) and ``baseline`` (plain sampling). Figures:
 * ``fact_recall``: the share of the plan's key facts the constrained narratives state (template
   sentences included); ``fact_recall_model``: stated in sentences the model wrote;
   ``fact_recall_baseline``: the baseline's;
-* ``tokens_per_s``: constrained tokens (cue and template tokens included) over its wall time;
+* ``tokens_per_s``: constrained tokens (cue and template tokens included) over its wall time, on
+  the narrator's runtime (``runtime``: llama.cpp on the model file's own 4-bit weights by default);
 * ``speedup_vs_today``: ``tokens_per_s`` over transformers' own ``generate()`` (sampling as
   many tokens on the same prompt, same temperature and top-k, no checks: how narratives were
   decoded before the narrator; ``tokens_per_s_generate``), in the same run;
@@ -124,7 +125,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="6 alerts instead of 50")
     ap.add_argument("--alerts", type=int, default=None)
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads")
+    ap.add_argument("--runtime", default="auto", choices=("auto", "llama.cpp", "transformers"),
+                    help="how the narrator runs the model (auto: llama.cpp on the CPU when installed)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--corpus-only", action="store_true", help="score the fact checker's corpora only (no model)")
     ap.add_argument("--compare-early", type=int, default=None, metavar="N",
@@ -156,8 +159,11 @@ def main() -> None:
     cases = generated_alerts(n, args.seed)
     log(f"[data] {len(cases)} alerts ({time.perf_counter() - t0:.1f}s)")
     t0 = time.perf_counter()
-    lm = load_model(args.device, threads=args.threads)
-    log(f"[model] {lm.device}, {lm.digest[:19]}... loaded in {time.perf_counter() - t0:.1f}s")
+    lm = load_model(args.device, threads=args.threads, runtime=args.runtime)
+    log(f"[model] {lm.device}, {lm.runtime}, {lm.digest[:19]}... loaded in {time.perf_counter() - t0:.1f}s")
+    # today's way, for speedup_vs_today: the same file through transformers (float32) and its generate()
+    today = lm if lm.runtime == "transformers" else load_model(args.device, threads=args.threads,
+                                                                  runtime="transformers")
     params = DecodingParams()
     rows, evidence = [], []
     for i, (alert, trace, codes, typ) in enumerate(cases):
@@ -168,7 +174,8 @@ def main() -> None:
         con = narrate(alert, trace, codes, typ, lm=lm, params=params, seed=args.seed + i)
         base = narrate(alert, trace, codes, typ, lm=lm, params=params, seed=args.seed + i, mode="baseline")
         cs, bs = dict(con.stats), dict(base.stats)
-        g_s, g_tok = plain_generate(lm, lm.prompt_ids(fact_sheet(items)), max(8, cs["tokens"]), params, args.seed + i)
+        g_s, g_tok = plain_generate(today, today.prompt_ids(fact_sheet(items)), max(8, cs["tokens"]), params,
+                                    args.seed + i)
         stated = {f.key for f in extract_facts(con.text, ev)} & keys
         model_keys = {k for s, it in zip(con.sentences, items) if s.source == "model" for k in it.facts}
         model_stated = {f.key for s in con.sentences if s.source == "model" for f in extract_facts(s.text, ev)}
@@ -236,6 +243,7 @@ def main() -> None:
         "seconds_p50_constrained": statistics.median(r["c_s"] for r in rows),
         "seconds_p50_baseline": statistics.median(r["b_s"] for r in rows),
         "device": lm.device,
+        "runtime": lm.runtime,
     }
     summary["speedup_vs_today"] = summary["tokens_per_s"] / max(1e-9, summary["tokens_per_s_generate"])
     for k, v in summary.items():

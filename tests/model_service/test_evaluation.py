@@ -150,3 +150,10 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
                         reference_names=names)
     with pytest.raises(ValueError, match="reference_rows"):
         evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=R[:, :1], reference_names=names)
+    # without our graph features: the four models that do not use them, each fitted as above
+    # (the model `train` deploys, gfp_stream, among them: the demo trains it so)
+    lean = evaluate_models(events, stream, None, seed=3, params=SMALL, reference_rows=R, reference_names=names)
+    assert [m.name for m in lean.models] == ["baseline", "stream", "gfp", "gfp_stream"]
+    for m in lean.models:
+        assert m.digest == report.model(m.name).digest
+        assert m.test_scores.tolist() == report.model(m.name).test_scores.tolist()

