@@ -83,7 +83,7 @@ AUDITFLOW_NARRATOR_TOP             the N highest-scoring alerts of the critical 
                                    tier get a narrator's narrative too
 AUDITFLOW_NARRATOR_DEVICE          where the narrator's model runs: ``auto``        ``auto``
                                    (CUDA when there is one), ``cpu``, ``cuda``
-AUDITFLOW_NARRATOR_THREADS         CPU threads of the narrator                      all cores (llama.cpp), torch's default
+AUDITFLOW_NARRATOR_THREADS         CPU threads of the narrator                      all cores (llama.cpp)
 AUDITFLOW_ALERT_BUDGET_PER_10K     alerts per 10,000 transfers the evaluation       ``20``
                                    measures precision at
 AUDITFLOW_MODEL_LISTEN             ``HOST:PORT`` ``serve model`` listens on         ``127.0.0.1:8090``
