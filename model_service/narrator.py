@@ -394,6 +394,8 @@ class _Writing:
 
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
+_AMOUNT_GOES_ON = re.compile(r",\d*$|\s*[A-Za-z]*$")  # a comma or a word still being written after a number
+_NON_RUN = re.compile(r"[^A-Za-z0-9./:_-]+")  # what ends a fact-bearing word (RUN_CHARS' complement)
 
 
 def _run_suffix(text: str) -> str:
@@ -430,17 +432,21 @@ def _word_at(text: str, start: int) -> str:
 
 
 class _Mask:
-    """Allowed-value masking over one sentence's fact strings (a set of their prefixes)."""
+    """Allowed-value masking over one sentence's fact strings (a set of their prefixes). A fact
+    string of several words ("77,940", "1.25 million") is masked word by word: its digit-bearing
+    words are allowed each (the checker judges the whole amount at the sentence end)."""
 
-    def __init__(self, surfaces: frozenset[str]) -> None:
-        self.surfaces = surfaces
-        self.prefixes = {s[:i] for s in surfaces for i in range(1, len(s) + 1)}
+    def __init__(self, surfaces: frozenset[str], banned: frozenset[str] = frozenset()) -> None:
+        self.base, self.banned = surfaces, banned
+        words = {p for s in surfaces for p in _NON_RUN.split(s) if any(c.isdigit() for c in p)}
+        self.surfaces = frozenset((surfaces | words) - banned)
+        self.prefixes = {s[:i] for s in self.surfaces for i in range(1, len(s) + 1)}
 
     def without(self, values: set[str]) -> _Mask:
         key = frozenset(values)
         cache = self.__dict__.setdefault("_without", {})
         if key not in cache:
-            cache[key] = _Mask(frozenset(self.surfaces - key))
+            cache[key] = _Mask(self.base, self.banned | key)
         return cache[key]
 
     def word_ok(self, w: str, complete: bool) -> bool:
@@ -730,10 +736,13 @@ class _Decoder:
     def _settled_facts(self, stext: str) -> list:
         """The facts of the sentence so far whose kind no later word can change (accounts written
         ``BANK/ACCOUNT``, dates, times, amounts with their currency), each followed by a
-        non-word character."""
+        non-word character (an amount: by one that no thousands group or scale word can follow,
+        "43," may become "43,120" and "1.25 " "1.25 million")."""
         out = []
         for f in extract_facts(stext, self.ev):
             if f.end >= len(stext) or RUN_CHARS.match(stext[f.end]):
+                continue
+            if f.kind == "amount" and _AMOUNT_GOES_ON.match(stext, f.end):
                 continue
             if f.kind in ("date", "time", "amount") or (f.kind == "account" and "/" in stext[f.start:f.end]):
                 out.append(f)

@@ -217,3 +217,16 @@ def test_the_plan_states_amounts_rounded_for_people(ev):
     assert _figures_over_four_digits(text) == [], text
     assert "USD 3,697" in items[0].text or "XBT 0.02585" in items[0].text
     assert "3697.34" not in text and "1250000" not in text and "1,250,000" not in text
+
+
+def test_the_decoders_mask_lets_a_grouped_amount_be_written_word_by_word():
+    """The mask works on words (a comma or a space ends one): "USD 77,940" and "EUR 1.25 million"
+    are written as their digit words, nothing else with digits; a banned word stays banned."""
+    from model_service.narrator import _Mask
+
+    m = _Mask(frozenset({"77,940", "1.25 million"}))
+    assert m.piece_ok("", "77") and m.piece_ok("77", ",") and m.piece_ok("", "940")
+    assert m.piece_ok("1.2", "5") and m.piece_ok("1.25", " million")
+    assert not m.piece_ok("", "78") and not m.piece_ok("77", "1") and not m.piece_ok("940", "0")
+    banned = m.without({"77"})
+    assert not banned.piece_ok("77", ",") and banned.piece_ok("", "940")
