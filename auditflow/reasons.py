@@ -294,6 +294,16 @@ def is_absence(feature: str, value: float) -> bool:
     return isinstance(template, _Flag) and value < 0.5
 
 
+def is_flag(feature: str) -> bool:
+    """A yes/no feature: its reason is a statement ("receiver had not dealt with this payer in the
+    7 days before"), never "... was 1".
+
+    >>> is_flag("fmt_cheque"), is_flag("amount_usd"), is_flag("no-such-feature")
+    (True, False, False)
+    """
+    return isinstance(TEMPLATES.get(feature), _Flag)
+
+
 def about_others(feature: str) -> bool:
     """A feature about the receiver's activity (``rcv_*``, ``g_rcv_*``): another person's data,
     left out of a notice addressed to the sender.

@@ -79,8 +79,8 @@ AUDITFLOW_ANALYST_TIMEOUT_S        per-query time limit of the analyst API      
 AUDITFLOW_ANALYST_MAX_RESULTS      most items one analyst API page returns          ``500``
 AUDITFLOW_NARRATOR_MIN_SCORE       alerts scored at least this get a narrator's     unset: none (the report's
                                    narrative in their report (the narrative tier)   template narrative)
-AUDITFLOW_NARRATOR_TOP             the N highest-scoring alerts of the critical     unset: none (``demo``: 5)
-                                   tier get a narrator's narrative too
+AUDITFLOW_NARRATOR_TOP             the N highest-scoring alerts (the critical tier  unset: none (``demo``: 20)
+                                   first) get a narrator's narrative too
 AUDITFLOW_NARRATOR_DEVICE          where the narrator's model runs: ``auto``        ``auto``
                                    (CUDA when there is one), ``cpu``, ``cuda``
 AUDITFLOW_NARRATOR_THREADS         CPU threads of the narrator                      all cores (llama.cpp)

@@ -96,7 +96,10 @@ class EvaluationReport:
 
     @property
     def lift(self) -> float:
-        """F1 with graph features over F1 of the no-graph baseline (inf when the baseline finds none)."""
+        """F1 with graph features over F1 of the no-graph baseline (inf when the baseline finds none;
+        nan when the graph model was not evaluated)."""
+        if not any(m.name == "graph" for m in self.models):
+            return float("nan")
         base = self.model("baseline").test.f1
         graph = self.model("graph").test.f1
         return graph / base if base > 0 else (float("inf") if graph > 0 else 0.0)

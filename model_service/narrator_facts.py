@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from auditflow.money import CURRENCIES, SIGNIFICANT, Money, figure_text, format_amount, money_plain
+from auditflow.reasons import is_absence, is_flag
 from auditflow.records import Alert, EvidenceTrace, ReasonCode
 from auditflow.typologies import TYPOLOGIES
 
@@ -566,7 +567,8 @@ def check_sentence(text: str, ev: Evidence, facts: list[Fact] | None = None) -> 
         if f.kind == "duration":  # a factor's window: "in the last 24 hours", not "24 hours later"
             before = re.findall(r"[a-z]+", text[:f.start].lower())[-2:]
             after = re.findall(r"[a-z]+", text[f.end:].lower())[1:2]
-            if not set(before) & {"last", "past", "previous", "within", "prior"} or after in (["later"], ["ago"]):
+            window = set(before) & {"last", "past", "previous", "within", "prior"} or after == ["before"]
+            if not window or after in (["later"], ["ago"]):  # "in the 7 days before": a window too
                 out.append(Violation(f.start, f"duration {f.value} not stated as a factor's window", f))
         if f.kind == "value":
             before = set(re.findall(r"[a-z]+", text[:f.start].lower())[-8:])
@@ -668,20 +670,27 @@ def narrative_plan(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[Re
                    f"{_amount_words(e.amount_paid)} to account {e.receiver.node_id} by {e.payment_format}.",
                    [e.event_id], ev)]
     names = list(dict.fromkeys(t if isinstance(t, str) else t[0] for t in typologies))
-    up = [rc for rc in reason_codes if rc.contribution > 0]
+    # what raised the score, as the report's reasons: no yes/no factor that is off ("not paid by
+    # Cheque"); one that is on is a statement, not "... was 1"
+    up = [rc for rc in reason_codes if rc.contribution > 0 and not is_absence(rc.feature, rc.value)]
     short = [rc for rc in up if _significant_digits(value_text(rc.value)) <= SIGNIFICANT]
-    why = []
-    if names:
-        why.append(f"the evidence matches the {' and '.join(names[:2])} pattern")
+    typology = [f"the evidence matches the {' and '.join(names[:2])} pattern"] if names else []
+    # the strongest factor in words the checker can hold to the evidence: a yes/no factor as its
+    # statement, a short value with what it measures, or its name; a description it cannot check
+    # (a value written into it: "first seen 1 day 16 h before") is left out
+    factor: list[tuple[str, ReasonCode]] = []
+    if up and is_flag(up[0].feature):
+        phrase = factor_text(up[0])
+        factor.append((f"the {phrase}" if phrase.startswith(("sender ", "receiver ")) else phrase, up[0]))
     if short:
-        rc = short[0]
-        why.append(f"{factor_text(rc)} was {value_text(rc.value)}")
-    elif up:
-        why.append(f"the strongest factor was {factor_text(up[0])}")
-    if why:
-        items.append(_item(f"It was flagged because {', and '.join(why)}.",
-                           [f"typology:{n}" for n in names[:2]] + [f"reason:{rc.feature}" for rc in (short or up)[:1]],
-                           ev))
+        factor.append((f"{factor_text(short[0])} was {value_text(short[0].value)}", short[0]))
+    if up:
+        factor.append((f"the strongest factor was {factor_text(up[0])}", up[0]))
+    why = next(((phrase, rc) for phrase, rc in factor
+                if not check_sentence(f"It was flagged because {', and '.join([*typology, phrase])}.", ev)), None)
+    if typology or why:
+        items.append(_item(f"It was flagged because {', and '.join([*typology, *([why[0]] if why else [])])}.",
+                           [f"typology:{n}" for n in names[:2]] + ([f"reason:{why[1].feature}"] if why else []), ev))
     later = sorted((x for x in trace.edges if x.event_id != e.event_id), key=lambda x: (x.timestamp, x.event_id))
     for x in later[:max_path_edges]:
         items.append(_item(f"On {x.timestamp:%Y-%m-%d} at {x.timestamp:%H:%M}, account {x.src} sent "

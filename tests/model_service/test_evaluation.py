@@ -154,6 +154,7 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
     # (the model `train` deploys, gfp_stream, among them: the demo trains it so)
     lean = evaluate_models(events, stream, None, seed=3, params=SMALL, reference_rows=R, reference_names=names)
     assert [m.name for m in lean.models] == ["baseline", "stream", "gfp", "gfp_stream"]
+    assert lean.to_dict()["lift"] is None  # no graph model: no lift to state
     for m in lean.models:
         assert m.digest == report.model(m.name).digest
         assert m.test_scores.tolist() == report.model(m.name).test_scores.tolist()
