@@ -13,8 +13,8 @@ test bounds the divergence of their distributions). Both share the transformers 
 **Decoder** (:func:`narrate`, ``mode="constrained"``). Our own loop over the model's
 cache (transformers' ``DynamicCache``, or the llama.cpp context's tokens): the prompt lists the
 plan's sentences (:func:`~model_service.narrator_facts.narrative_plan`) and the model writes the
-narrative one planned sentence at a time, each opened by its template's words before the first fact (the cue, :func:`sentence_cue`, so the model knows which fact it is
-at). Safe anchors are cache length markers (with the next-token logits there) at each sentence
+narrative one planned sentence at a time, each opened by its template's words before the first
+fact (the cue, :func:`sentence_cue`, so the model knows which fact it is at). Safe anchors are cache length markers (with the next-token logits there) at each sentence
 start (after its cue), before clause punctuation and before each fact slot (the first digit of
 an id, amount, date or count). At each step:
 
@@ -49,12 +49,14 @@ transformers and llama.cpp are imported only when a model is loaded.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -196,6 +198,10 @@ class LanguageModel:
         out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
         return list(out["input_ids"])
 
+    def exclusive(self):
+        """Held for a whole narration (a context manager); transformers' caches are each their own."""
+        return contextlib.nullcontext()
+
     def new_cache(self):
         from transformers import DynamicCache
 
@@ -231,7 +237,10 @@ class LlamaCppModel(LanguageModel):
     quarter of the bytes transformers' float32 copy reads per token (decoding on a CPU is bound
     by memory bandwidth). Tokens in and out through the same tokenizer as the transformers
     runtime; one context, handed from cache to cache by their common prefix (the decoder uses
-    one at a time: a crop costs nothing, a refeed evaluates only the new tokens)."""
+    one at a time: a crop costs nothing, a refeed evaluates only the new tokens). A narration
+    holds the context alone (:meth:`exclusive`: the model service may get two requests at once;
+    interleaved, each feed would re-evaluate its whole prefix, in a batch whose kernels round
+    differently from one token at a time); so does each feed."""
 
     runtime = "llama.cpp"
 
@@ -239,15 +248,25 @@ class LlamaCppModel(LanguageModel):
         super().__init__(None, tokenizer, "cpu", digest)
         self.llama = llama
         self._n_vocab = llama.n_vocab()
+        self._lock = threading.RLock()
 
     def new_cache(self):
         return _TokenCache()
+
+    def exclusive(self):
+        return self._lock
 
     def feed(self, cache, ids: Sequence[int]):
         import numpy as np
 
         if not ids:
             raise ValueError("feed: no tokens")
+        with self._lock:
+            return self._feed(cache, ids)
+
+    def _feed(self, cache, ids: Sequence[int]):
+        import numpy as np
+
         llm = self.llama
         have = llm.input_ids[:llm.n_tokens]
         want = np.asarray(cache.tokens, dtype=have.dtype)
@@ -799,12 +818,13 @@ def narrate(alert: Alert, trace: EvidenceTrace, reason_codes: Sequence[ReasonCod
     items = narrative_plan(alert, trace, reason_codes, typologies, evidence=ev)
     prompt = lm.prompt_ids(fact_sheet(items))
     dec = _Decoder(lm, ev, items, params, seed, known_of(alert, trace, reason_codes, typologies))
-    cache = lm.new_cache()
-    logits = lm.feed(cache, prompt)
-    if mode == "constrained":
-        sentences = dec.constrained(cache, logits)
-    else:
-        sentences = dec.baseline(cache, logits, params.max_sentence_tokens * len(items))
+    with lm.exclusive():
+        cache = lm.new_cache()
+        logits = lm.feed(cache, prompt)
+        if mode == "constrained":
+            sentences = dec.constrained(cache, logits)
+        else:
+            sentences = dec.baseline(cache, logits, params.max_sentence_tokens * len(items))
     seconds = time.perf_counter() - t0
     lps = [x for x in dec.logprobs if not math.isnan(x)]
     stats = dict(dec.stats, tokens=len(dec.tokens), seconds=round(seconds, 4),

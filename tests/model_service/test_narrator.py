@@ -222,6 +222,20 @@ def test_narratives_pass_the_independent_checker_over_twenty_seeds(lm):
         assert "94,999" not in n.text and "94999" not in n.text, (seed, n.text)
 
 
+def test_two_narrations_at_once_give_what_each_gives_alone(lm):
+    """The model service may narrate two requests at once on the one llama.cpp context: each
+    narrative is the one the same alert and seed give alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from model_service.narrator import narrate
+
+    cases = [(*_small_case(Money("US Dollar", cents)), seed) for cents, seed in ((9_499_979, 4), (1_234_500, 9))]
+    alone = [narrate(alert, trace, lm=lm, seed=seed).text for alert, trace, seed in cases]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda c: narrate(c[0], c[1], lm=lm, seed=c[2]).text, cases))
+    assert together == alone
+
+
 def test_what_the_independent_checker_rejects_is_rolled_back(lm, monkeypatch):
     """The decoder asks the second judge too: one that rejects every sentence leaves the templates."""
     from model_service import narrator
