@@ -7,6 +7,7 @@ smoke test can render a report without running the pipeline.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 
 from auditflow.money import parse_amount
@@ -283,3 +284,15 @@ TAMPER_CASES = {
     "edit the tree head": (_forged_tree_head, "does not verify", False),
     "delete the tree head": (_delete_tree_head, "signed by no tree head", False),
 }
+
+
+def figures_over_four_digits(text: str) -> list[str]:
+    """Standalone numbers of ``text`` with more than 4 significant digits (ids, dates and times
+    are not standalone): what a text for people must not hold outside the appendix."""
+    out = []
+    for m in re.finditer(r"(?<![\w./:-])\d[\d,]*(?:\.\d+)?(?![\w/:-])", text):
+        plain = m.group().replace(",", "")
+        digits = plain.replace(".", "").lstrip("0") if "." in plain else plain.lstrip("0").rstrip("0")
+        if len(digits) > 4:
+            out.append(m.group())
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -14,7 +13,18 @@ from model_service.narrator_facts import (
     recall,
     unsupported_facts,
 )
-from reports.testing import A1, A2, A3, B1, B2, ROOT, make_alert, make_reason_codes, make_trace
+from reports.testing import (
+    A1,
+    A2,
+    A3,
+    B1,
+    B2,
+    ROOT,
+    figures_over_four_digits,
+    make_alert,
+    make_reason_codes,
+    make_trace,
+)
 
 TYPOLOGIES = [("fan-out", "The sender paid 7 distinct payees within 24 hours.")]
 
@@ -201,15 +211,6 @@ def test_the_model_service_hosts_the_narrators_router_on_the_device_it_is_given(
     assert calls == [("load", "cpu", 2)]
 
 
-def _figures_over_four_digits(text: str) -> list[str]:
-    """Standalone numbers of more than 4 significant digits (ids, dates and times are not standalone)."""
-    out = []
-    for m in re.finditer(r"(?<![\w./:-])\d[\d,]*(?:\.\d+)?(?![\w/:-])", text):
-        plain = m.group().replace(",", "")
-        digits = plain.replace(".", "").lstrip("0") if "." in plain else plain.lstrip("0").rstrip("0")
-        if len(digits) > 4:
-            out.append(m.group())
-    return out
 
 
 def test_the_plan_states_amounts_rounded_for_people(ev):
@@ -217,7 +218,7 @@ def test_the_plan_states_amounts_rounded_for_people(ev):
     1,250,000.00 EUR as "EUR 1.25 million" (4 significant digits; the exact ones stay in the appendix)."""
     items = narrative_plan(make_alert(), make_trace(), make_reason_codes(), TYPOLOGIES, evidence=ev)
     text = " ".join(it.text for it in items)
-    assert _figures_over_four_digits(text) == [], text
+    assert figures_over_four_digits(text) == [], text
     assert "USD 3,697" in items[0].text or "XBT 0.02585" in items[0].text
     assert "3697.34" not in text and "1250000" not in text and "1,250,000" not in text
 
