@@ -78,3 +78,21 @@ def activity_categories(
     if cross_currency:
         found.append(CURRENCY_EXCHANGE)
     return list(dict.fromkeys(found))
+
+
+#: The categories this product suggests and accepts in a SAR proposal.
+CATEGORIES = (FUNNEL, MULTIPLE_ACCOUNTS, WIRES, OUT_OF_PATTERN, CURRENCY_EXCHANGE, NO_PURPOSE)
+
+
+def category(type_id: int, subtype_id: int) -> ActivityCategory:
+    """The category of FinCEN code ``type_id/subtype_id`` (``ValueError`` naming the code and the
+    known ones otherwise).
+
+    >>> category(8, 824).text
+    'Money laundering: Funnel account'
+    """
+    for c in CATEGORIES:
+        if (c.type_id, c.subtype_id) == (type_id, subtype_id):
+            return c
+    known = ", ".join(f"{c.code} ({c.subtype})" for c in CATEGORIES)
+    raise ValueError(f"activity category {type_id}/{subtype_id} is not one this product files; known: {known}")

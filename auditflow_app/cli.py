@@ -177,6 +177,13 @@ def _print_run(result: flow.RunResult) -> None:
             highlight=False,
         )
     console.print(f"reports: {result.paths.reports_dir}", soft_wrap=True)
+    if result.intake is not None:
+        console.print(
+            f"cases: {result.intake.opened} opened, {result.intake.joined} alert(s) joined their subject's open case "
+            "(auditflow case list)",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(
         f"recall of planted laundering transactions among alerts: "
         f"{result.recall:.3f} ({result.laundering_alerted}/{len(result.laundering_ids)})"
@@ -1237,6 +1244,11 @@ def drift_show(
         )
     if path:
         console.print(f"chart: {path}", soft_wrap=True, highlight=False)
+
+
+from auditflow_app.case_cli import case_app  # noqa: E402 -- registered with the others, defined apart
+
+app.add_typer(case_app, name="case")
 
 
 def main() -> None:

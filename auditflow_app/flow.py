@@ -1335,6 +1335,8 @@ class RunResult:
     laundering_ids: frozenset[str]
     paths: RunPaths
     elapsed_s: float
+    intake: Any = None  # auditflow_app.case_flow.CasesOpened: the run's alerts into cases
+
 
     @property
     def events_in(self) -> int:
@@ -1401,6 +1403,7 @@ class RunResult:
             "elapsed_s": self.elapsed_s,
             "fast_path_alerts": len(self.stream.candidates),
             "fast_path_recall": round(self.fast_path_recall, 4),
+            **({"cases_opened": self.intake.opened, "cases_joined": self.intake.joined} if self.intake else {}),
         }
 
 
@@ -1462,7 +1465,10 @@ def report_stream(
             for c in cases
         ),
     )
-    result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0)
+    from auditflow_app.case_flow import open_cases
+
+    intake = open_cases(settings, paths.alerts, development_key=development_key)  # alerts open or join cases
+    result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0, intake)
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result
 

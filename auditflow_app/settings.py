@@ -77,6 +77,15 @@ AUDITFLOW_ANALYST_TOKENS_FILE      bearer tokens the analyst API accepts (secret
 AUDITFLOW_ANALYST_LISTEN           ``HOST:PORT`` ``serve analyst`` listens on       ``127.0.0.1:8088``
 AUDITFLOW_ANALYST_TIMEOUT_S        per-query time limit of the analyst API          ``5``
 AUDITFLOW_ANALYST_MAX_RESULTS      most items one analyst API page returns          ``500``
+AUDITFLOW_CASES_URL                where cases are kept: ``sqlite:///PATH`` or      ``sqlite:///`` +
+                                   ``postgresql+psycopg://USER:PASS@HOST/DB``       out/cases.sqlite
+AUDITFLOW_USERS_FILE               users, roles and token hashes (``auditflow       unset: case commands and
+                                   case user-add`` writes it)                       routes refused
+AUDITFLOW_TOKEN                    the token ``auditflow case`` acts with (secret)  unset
+AUDITFLOW_SAR_DUE_DAYS             a SAR is due this many days after its case's     ``30``
+                                   first alert was detected
+AUDITFLOW_SAR_FILER_FILE           the filing institution's fixed SAR fields        unset: ``export-sar``
+                                   (JSON, ``deploy/filer.example.json``)            refused
 AUDITFLOW_NARRATOR_MIN_SCORE       alerts scored at least this get a narrator's     unset: none (the report's
                                    narrative in their report (the narrative tier)   template narrative)
 AUDITFLOW_NARRATOR_TOP             the N highest-scoring alerts (the critical tier  unset: none (``demo``: 20)
@@ -194,6 +203,11 @@ class Settings(BaseSettings):
     analyst_listen: str = Field(default="127.0.0.1:8088", pattern=r"^[^:\s]+:[0-9]{1,5}$")
     analyst_timeout_s: float = Field(default=5.0, gt=0, le=600)
     analyst_max_results: int = Field(default=500, ge=1, le=100_000)
+    cases_url: str | None = Field(default=None, pattern=r"^(sqlite|postgresql)(\+[a-z0-9]+)?://")
+    users_file: Path | None = None
+    token: SecretStr | None = None
+    sar_due_days: int = Field(default=30, ge=1, le=365)
+    sar_filer_file: Path | None = None
     narrator_min_score: float | None = Field(default=None, ge=0, le=1)
     narrator_top: int | None = Field(default=None, ge=0)
     narrator_device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -266,6 +280,10 @@ class Settings(BaseSettings):
     @property
     def effective_graph_url(self) -> str:
         return self.graph_url or f"embedded:{(self.out_dir / 'graph.jsonl').resolve()}"
+
+    @property
+    def effective_cases_url(self) -> str:
+        return self.cases_url or f"sqlite:///{(self.out_dir / 'cases.sqlite').resolve()}"
 
     @property
     def neo4j_auth(self) -> dict:

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Run the real servers auditflow needs on loopback, assembled from Maven Central jars.
+"""Run the real servers auditflow needs on loopback, assembled from Maven Central jars (and the
+system's PostgreSQL server binaries).
 
-    deploy/services up     [kafka|neo4j|flink ...]   start (no-op for what already runs)
-    deploy/services down   [kafka|neo4j|flink ...]   stop (SIGTERM, wait, SIGKILL after a timeout)
-    deploy/services status [kafka|neo4j|flink ...]   per-service state; exit 0 only if all healthy
-    deploy/services env                              shell `export` lines for the client settings
-    deploy/services connector-jar                    path of Flink's Kafka connector jar (fetched)
+    deploy/services up     [kafka|neo4j|flink|postgres ...]   start (no-op for what already runs)
+    deploy/services down   [kafka|neo4j|flink|postgres ...]   stop (SIGTERM, wait, SIGKILL after a timeout)
+    deploy/services status [kafka|neo4j|flink|postgres ...]   per-service state; exit 0 only if all healthy
+    deploy/services env                                       shell `export` lines for the client settings
+    deploy/services connector-jar                             path of Flink's Kafka connector jar (fetched)
 
-Services (no Docker; one JVM each, Flink has two), every listener on 127.0.0.1 only:
+Services (no Docker; one JVM each, Flink has two, PostgreSQL its own processes), every listener
+on 127.0.0.1 only:
   kafka  Apache Kafka 4.1 single-node KRaft broker+controller, 127.0.0.1:9092 (controller 9093),
          PLAINTEXT without authentication (loopback only; see deploy/README.md for production)
   neo4j  Neo4j 5.26 Community (embedded DBMS + Bolt), bolt://127.0.0.1:7687, HTTP off,
@@ -17,8 +19,14 @@ Services (no Docker; one JVM each, Flink has two), every listener on 127.0.0.1 o
   flink  Flink 2.2 standalone session cluster from the pip `apache-flink` package
          (JobManager + TaskManager), REST http://127.0.0.1:8081, web submission off
          (no /jars upload or run; jobs are submitted with `flink run`, i.e. POST /jobs)
+  postgres  PostgreSQL (newest /usr/lib/postgresql/*/bin, or AUDITFLOW_PG_BIN), 127.0.0.1:5433,
+         unix socket in $AUDITFLOW_VAR/postgres/run; role `auditflow` (CREATEDB, not superuser)
+         owning database `auditflow`, SCRAM password generated on first use into
+         $AUDITFLOW_VAR/postgres/password (0600). Run as the system user `auditflow-pg`
+         (created with useradd) through runuser when this script runs as root.
 
-`env` prints the password file's path (AUDITFLOW_NEO4J_PASSWORD_FILE), never the password.
+`env` prints the Neo4j password file's path (AUDITFLOW_NEO4J_PASSWORD_FILE), never the password;
+AUDITFLOW_POSTGRES_URL is a SQLAlchemy URL and carries the PostgreSQL password in it.
 
 State lives under $AUDITFLOW_VAR (default <repo>/var): data, logs, pid files, generated config.
 Jar sets are resolved once by Maven into <repo>/.cache/deploy (override: AUDITFLOW_DEPLOY_CACHE)
@@ -29,15 +37,19 @@ kafka-python and the neo4j driver, and Flink's Python workers use this interpret
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import errno
 import fcntl
 import hashlib
+import hmac
 import json
 import logging
 import os
+import pwd
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -66,6 +78,10 @@ NEO4J_BOLT_PORT = 7687
 NEO4J_USER = "neo4j"  # the initial admin user of Neo4j Community (the only one it has)
 FLINK_REST_PORT = 8081
 FLINK_RPC_PORT = 6123
+POSTGRES_PORT = 5433  # not 5432: a system cluster there never clashes
+POSTGRES_USER = "auditflow"  # the role clients log in as (owner of POSTGRES_DB, CREATEDB)
+POSTGRES_DB = "auditflow"
+POSTGRES_OS_USER = "auditflow-pg"  # runs the server when this script runs as root
 
 KAFKA_BOOTSTRAP = f"{HOST}:{KAFKA_PORT}"
 NEO4J_URI = f"bolt://{HOST}:{NEO4J_BOLT_PORT}"
@@ -77,6 +93,8 @@ NEO4J_PAGECACHE_BYTES = 256 * 1024 * 1024
 FLINK_JM_PROCESS = os.environ.get("AUDITFLOW_FLINK_JM_MEMORY", "768m")
 FLINK_TM_PROCESS = os.environ.get("AUDITFLOW_FLINK_TM_MEMORY", "1536m")
 FLINK_SLOTS = int(os.environ.get("AUDITFLOW_FLINK_SLOTS", "2"))
+POSTGRES_SHARED_BUFFERS = "64MB"
+POSTGRES_MAX_CONNECTIONS = 60  # 3 of them reserved for superusers
 
 MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 # The JVM flags Neo4j's packaged neo4j.conf adds; Netty and the page cache need them on Java 17.
@@ -311,21 +329,22 @@ def port_owner(port: int) -> str:
     return out.strip()[:200]
 
 
-def terminate(pid: int, markers: tuple[str, ...], timeout: float, what: str) -> None:
-    """SIGTERM, wait for exit up to timeout, then SIGKILL the process and its process group."""
+def terminate(pid: int, markers: tuple[str, ...], timeout: float, what: str,
+              sig: int = signal.SIGTERM) -> None:
+    """sig (SIGTERM), wait for exit up to timeout, then SIGKILL the process and its process group."""
     if not alive(pid, markers):
         return
     try:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
         return
-    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, sig)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive(pid, markers):
             return
         time.sleep(0.2)
-    info(f"{what}: pid {pid} still running {timeout:.0f}s after SIGTERM; sending SIGKILL")
+    info(f"{what}: pid {pid} still running {timeout:.0f}s after {signal.Signals(sig).name}; sending SIGKILL")
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     # Children (e.g. Flink's Python workers) share the daemon's process group, which this script
@@ -371,6 +390,7 @@ class Daemon:
     pidfile: Path
     markers: tuple[str, ...]
     stop_timeout: float
+    stop_signal: int = signal.SIGTERM  # PostgreSQL: SIGINT, its fast shutdown (SIGTERM waits for clients)
 
     def pids(self) -> list[int]:
         return [p for p in read_pids(self.pidfile) if alive(p, self.markers)]
@@ -396,6 +416,10 @@ class Service:
     logs: list[Path] = field(default_factory=list)
 
     # -- to implement ---------------------------------------------------------------------
+    def check_tools(self) -> None:
+        """Fail early, before any port check or file is written, if a tool is missing."""
+        check_java()
+
     def prepare(self) -> None:
         """Fetch jars, write config (may call Maven). Runs before launching anything."""
 
@@ -420,7 +444,7 @@ class Service:
         missing = [d for d in self.daemons if not d.running()]
         if not missing:
             return False
-        check_java()
+        self.check_tools()
         if len(missing) == len(self.daemons):
             self.check_ports_free()
         self.prepare()
@@ -468,7 +492,7 @@ class Service:
         for d in reversed(self.daemons):
             for pid in d.pids():
                 info(f"{self.name}: stopping {d.name} (pid {pid})")
-                terminate(pid, d.markers, d.stop_timeout, f"{self.name}/{d.name}")
+                terminate(pid, d.markers, d.stop_timeout, f"{self.name}/{d.name}", d.stop_signal)
                 stopped = True
             d.pidfile.unlink(missing_ok=True)
         return stopped
@@ -1021,7 +1045,319 @@ class Flink(Service):
         return Health(tms >= 1 and (ov.get("slots-total") or 0) >= 1, detail)
 
 
-SERVICES: dict[str, Callable[[], Service]] = {"kafka": Kafka, "neo4j": Neo4j, "flink": Flink}
+# ---------------------------------------- PostgreSQL --------------------------------------
+
+PG_TOOLS = ("initdb", "pg_ctl", "postgres", "psql")
+PG_LIB = Path("/usr/lib/postgresql")  # Debian/Ubuntu: one <version>/bin per installed server
+
+
+def postgres_password_file() -> Path:
+    return VAR / "postgres" / "password"
+
+
+def postgres_url(password: str) -> str:
+    """The SQLAlchemy URL (psycopg 3 driver) of POSTGRES_DB as POSTGRES_USER. The password is
+    token_urlsafe: nothing in it needs percent-encoding."""
+    return f"postgresql+psycopg://{POSTGRES_USER}:{password}@{HOST}:{POSTGRES_PORT}/{POSTGRES_DB}"
+
+
+def ensure_postgres_password() -> Path:
+    """The password file of role `auditflow`, generated once (mode 0600): 256 random bits, URL-safe.
+
+    Its folder (var/postgres) stays this script's user's, mode 0711: the server's user reaches its
+    data/ and run/ folders through it, but neither lists it nor reads the file. Every `up` that
+    starts the server gives the role the file's password (as a SCRAM verifier), so a new file
+    takes effect at the next start.
+    """
+    path = postgres_password_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o711)
+    if path.is_file():
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+            info(f"postgres: {path} was readable by others; now mode 0600")
+        if not path.read_text().strip():
+            raise DeployError(f"postgres: password file {path} is empty: delete it (a new one is generated "
+                              "and given to the role at the next `up`)")
+        return path
+    tmp = path.with_name(f".password.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(32) + "\n")
+    os.replace(tmp, path)
+    info(f"postgres: generated a password for role {POSTGRES_USER!r} in {path} (mode 0600)")
+    return path
+
+
+def scram_sha_256(password: str, iterations: int = 4096) -> str:
+    """PostgreSQL's stored form of a SCRAM-SHA-256 password (RFC 5802/5803), as the server itself
+    computes it: `ALTER ROLE ... PASSWORD '<this>'` sets the password without sending it."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.new(salted, b"Client Key", "sha256").digest()).digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
+def _pg_version(name: str) -> tuple[int, ...] | None:
+    return tuple(int(x) for x in name.split(".")) if re.fullmatch(r"\d+(\.\d+)*", name) else None
+
+
+def pg_bin(data: Path | None = None) -> Path:
+    """The directory of the PostgreSQL server binaries: AUDITFLOW_PG_BIN, else the newest
+    /usr/lib/postgresql/*/bin (Debian's layout) -- but the version of an existing data directory
+    when that one is installed too."""
+    override = os.environ.get("AUDITFLOW_PG_BIN")
+    if override:
+        d = Path(override).expanduser()
+        missing = [t for t in PG_TOOLS if not (d / t).is_file()]
+        if missing:
+            raise DeployError(f"AUDITFLOW_PG_BIN={override} has no {', '.join(missing)}: point it at a "
+                              "PostgreSQL server's bin/ (e.g. /usr/lib/postgresql/15/bin), or unset it")
+        return d
+    found = {}
+    for d in PG_LIB.glob("*/bin"):
+        version = _pg_version(d.parent.name)
+        if version and all((d / t).is_file() for t in PG_TOOLS):
+            found[version] = d
+    if not found:
+        raise DeployError(f"PostgreSQL server binaries ({', '.join(PG_TOOLS)}) not found under "
+                          f"{PG_LIB}/*/bin: install them (Debian: apt-get install postgresql) "
+                          "or set AUDITFLOW_PG_BIN to their directory")
+    pinned = _pg_version(data_version) if data and (data_version := pg_data_version(data)) else None
+    return found.get(pinned) or found[max(found)]
+
+
+def pg_data_version(data: Path) -> str | None:
+    try:
+        return (data / "PG_VERSION").read_text().strip()
+    except OSError:
+        return None
+
+
+def pg_binaries_version(bindir: Path) -> str:
+    """The major version of the server binaries ("15"), as a data directory's PG_VERSION writes it."""
+    try:
+        out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except OSError as e:
+        raise DeployError(f"cannot run {bindir / 'postgres'}: {e}") from e
+    m = re.search(r"\)\s+(\d+)(?:\.(\d+))?", out)
+    if not m:
+        raise DeployError(f"{bindir / 'postgres'} --version said {out.strip()!r}: no version")
+    major = int(m.group(1))
+    return str(major) if major >= 10 else f"{major}.{m.group(2)}"
+
+
+def pg_os_user() -> pwd.struct_passwd:
+    """Who runs PostgreSQL: this script's user, or POSTGRES_OS_USER (created here) when that is
+    root -- the server refuses to run as root."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.geteuid())
+    with contextlib.suppress(KeyError):
+        return pwd.getpwnam(POSTGRES_OS_USER)
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    if not Path(useradd).is_file():
+        raise DeployError(f"postgres: running as root, and useradd (to create the system user "
+                          f"{POSTGRES_OS_USER!r} that runs the server) not found: install passwd, or "
+                          f"create that user yourself")
+    cmd = [useradd, "--system", "--no-create-home", "--user-group", "--home-dir", "/nonexistent",
+           "--comment", "auditflow PostgreSQL (deploy/services)"]
+    if Path("/usr/sbin/nologin").is_file():
+        cmd += ["--shell", "/usr/sbin/nologin"]
+    res = subprocess.run([*cmd, POSTGRES_OS_USER], capture_output=True, text=True, timeout=60)
+    try:
+        user = pwd.getpwnam(POSTGRES_OS_USER)
+    except KeyError:
+        raise DeployError(f"postgres: useradd {POSTGRES_OS_USER} failed (exit {res.returncode}): "
+                          f"{(res.stdout + res.stderr).strip()}") from None
+    info(f"postgres: created the system user {POSTGRES_OS_USER!r} (uid {user.pw_uid}) that runs the server "
+         f"(PostgreSQL refuses root)")
+    return user
+
+
+def runuser_bin() -> str:
+    found = shutil.which("runuser") or "/usr/sbin/runuser"
+    if not Path(found).is_file():
+        raise DeployError("postgres: running as root needs runuser (util-linux) to start the server as "
+                          f"{POSTGRES_OS_USER!r}: install util-linux, or run deploy/services as a normal user")
+    return found
+
+
+class Postgres(Service):
+    def __init__(self) -> None:
+        self.base = VAR / "postgres"
+        self.data = self.base / "data"
+        self.sockdir = self.base / "run"
+        self.password_file = postgres_password_file()
+        self.logfile = LOG / "postgres.log"
+        self._bin: Path | None = None
+        super().__init__(
+            name="postgres",
+            ports=[(POSTGRES_PORT, "PostgreSQL")],
+            # The postmaster: pg_ctl execs `<bin>/postgres -D <data> ...`, then exits (pid read from
+            # data/postmaster.pid). SIGINT = fast shutdown (pg_ctl stop -m fast): open sessions are
+            # rolled back and closed; SIGTERM (smart) would wait for every client to disconnect.
+            daemons=[Daemon("postmaster", RUN / "postgres.pid", (f"postgres -D {self.data}",), 60.0,
+                            signal.SIGINT)],
+            endpoint=f"postgresql://{HOST}:{POSTGRES_PORT}/{POSTGRES_DB}",
+            start_timeout=60.0,
+            logs=[self.logfile],
+        )
+
+    @property
+    def bin(self) -> Path:
+        if self._bin is None:
+            self._bin = pg_bin(self.data)
+        return self._bin
+
+    def check_tools(self) -> None:
+        self.bin  # noqa: B018 - fails with what to install
+        if os.geteuid() == 0:
+            runuser_bin()
+
+    def command(self, tool: str, *args: str) -> list[str]:
+        """A PostgreSQL tool's command line, as the server's user (runuser when we are root)."""
+        cmd = [str(self.bin / tool), *args]
+        if os.geteuid() == 0:
+            return [runuser_bin(), "-u", self.user.pw_name, "--", *cmd]
+        return cmd
+
+    def run(self, tool: str, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        # PG* variables (PGDATA, PGPORT, PGHOST...) would redirect the tools; cwd: a folder the
+        # server's user can reach (ours may be /root).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        return subprocess.run(self.command(tool, *args), input=input, capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=self.base,
+                              stdin=None if input is not None else subprocess.DEVNULL, start_new_session=True)
+
+    def owned(self, path: Path, mode: int) -> None:
+        os.chmod(path, mode)
+        if os.geteuid() == 0:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+    def log_marker(self, what: str) -> None:
+        with open(self.logfile, "a") as fh:
+            fh.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n")
+
+    def prepare(self) -> None:
+        self.user = pg_os_user()
+        ensure_postgres_password()  # also creates self.base, mode 0711
+        socket_path = self.sockdir / f".s.PGSQL.{POSTGRES_PORT}"
+        if len(str(socket_path).encode()) > 107:  # sun_path is 108 bytes
+            raise DeployError(f"postgres: the unix socket path {socket_path} is longer than 107 bytes: "
+                              "set AUDITFLOW_VAR to a shorter path")
+        self.sockdir.mkdir(exist_ok=True)
+        self.owned(self.sockdir, 0o700)
+        LOG.mkdir(parents=True, exist_ok=True)
+        self.logfile.touch()
+        self.owned(self.logfile, 0o600)  # pg_ctl's shell appends to it as the server's user
+        if os.geteuid() == 0:  # the server's user must reach var/postgres: every folder above it o+x
+            test = shutil.which("test") or "/usr/bin/test"
+            res = subprocess.run([runuser_bin(), "-u", self.user.pw_name, "--", test, "-w", str(self.sockdir)],
+                                 capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            if res.returncode != 0:
+                raise DeployError(f"postgres: the server's user {self.user.pw_name!r} cannot reach {self.sockdir}: "
+                                  f"a folder above it is not searchable by others (chmod o+x it), or set "
+                                  f"AUDITFLOW_VAR to a path it can reach {(res.stdout + res.stderr).strip()}".rstrip())
+        version = pg_data_version(self.data)
+        binaries = pg_binaries_version(self.bin)
+        if version is None:
+            self.initdb()
+        elif version != binaries:
+            raise DeployError(f"postgres: {self.data} is a PostgreSQL {version} cluster but {self.bin} is "
+                              f"PostgreSQL {binaries}: install {version} (Debian: apt-get install "
+                              f"postgresql-{version}) or set AUDITFLOW_PG_BIN to its bin/, or reset the data "
+                              f"(deploy/services down postgres; rm -rf {self.base})")
+
+    def initdb(self) -> None:
+        """A new cluster in data.tmp, renamed to data once complete. The bootstrap superuser is the
+        server's OS user, reachable only through the unix socket (peer); TCP needs a password."""
+        if self.data.exists():
+            raise DeployError(f"postgres: {self.data} exists but has no PG_VERSION (not a PostgreSQL data "
+                              f"directory): move it away or delete it")
+        tmp = self.base / "data.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        self.owned(tmp, 0o700)
+        info(f"postgres: initdb {self.data} (PostgreSQL {pg_binaries_version(self.bin)}, first run only)")
+        self.log_marker(f"initdb -D {tmp}")
+        res = self.run("initdb", "-D", str(tmp), f"--username={self.user.pw_name}", "--encoding=UTF8",
+                       "--locale=C.UTF-8", "--auth-local=peer", "--auth-host=scram-sha-256", timeout=300)
+        with open(self.logfile, "a") as fh:
+            fh.write(res.stdout + res.stderr)
+        if res.returncode != 0:
+            raise DeployError(f"postgres: initdb failed (exit {res.returncode}):\n"
+                              f"{(res.stdout + res.stderr).strip()[-2000:]}")
+        tmp.rename(self.data)
+
+    def launch(self, daemon: Daemon) -> None:
+        opts = ["-c", f"listen_addresses={HOST}", "-p", str(POSTGRES_PORT), "-k", str(self.sockdir),
+                "-c", f"shared_buffers={POSTGRES_SHARED_BUFFERS}", "-c", f"max_connections={POSTGRES_MAX_CONNECTIONS}"]
+        args = ["-D", str(self.data), "-l", str(self.logfile), "-w", "-t", str(int(self.start_timeout)),
+                "-o", " ".join(map(shlex.quote, opts)), "start"]
+        self.log_marker(f"starting: {' '.join(map(shlex.quote, self.command('pg_ctl', *args)))}")
+        res = self.run("pg_ctl", *args, timeout=self.start_timeout + 30)
+        pids = read_pids(self.data / "postmaster.pid")[:1]  # its first line: the postmaster's pid
+        if res.returncode != 0 or not pids:
+            raise DeployError(f"postgres: pg_ctl start failed (exit {res.returncode}): "
+                              f"{(res.stdout + res.stderr).strip()}\n" + self.log_excerpt())
+        daemon.pidfile.parent.mkdir(parents=True, exist_ok=True)
+        daemon.pidfile.write_text(f"{pids[0]}\n")
+        self.provision()
+
+    def provision(self) -> None:
+        """Role and database, idempotent: the role gets the password file's password on every start
+        (sent as a SCRAM verifier: the password itself reaches neither the server nor its log)."""
+        password = self.password_file.read_text().strip()
+        sql = "\n".join([
+            (f"SELECT 'CREATE ROLE {POSTGRES_USER}' WHERE NOT EXISTS "
+             f"(SELECT FROM pg_roles WHERE rolname = '{POSTGRES_USER}') \\gexec"),
+            f"ALTER ROLE {POSTGRES_USER} LOGIN CREATEDB NOSUPERUSER PASSWORD '{scram_sha_256(password)}';",
+            (f"SELECT 'CREATE DATABASE {POSTGRES_DB} OWNER {POSTGRES_USER}' WHERE NOT EXISTS "
+             f"(SELECT FROM pg_database WHERE datname = '{POSTGRES_DB}') \\gexec"),
+            "",
+        ])
+        res = self.run("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(self.sockdir), "-p", str(POSTGRES_PORT),
+                       "-d", "postgres", "-f", "-", input=sql)
+        if res.returncode != 0:
+            raise DeployError(f"postgres: creating role {POSTGRES_USER!r} and database {POSTGRES_DB!r} failed "
+                              f"(exit {res.returncode}): {(res.stdout + res.stderr).strip()}")
+
+    def health(self) -> Health:
+        """SELECT 1 over TCP as `auditflow` on database `auditflow`, with the password file's password."""
+        if not port_open(POSTGRES_PORT):
+            return Health(False, f"{HOST}:{POSTGRES_PORT} not accepting connections")
+        import psycopg
+
+        try:
+            password = self.password_file.read_text().strip()
+        except OSError as e:
+            return Health(False, f"no password file ({e}) for this running server", final=True)
+        try:
+            with psycopg.connect(host=HOST, port=POSTGRES_PORT, user=POSTGRES_USER, password=password,
+                                 dbname=POSTGRES_DB, connect_timeout=5) as conn:
+                value = conn.execute("SELECT 1").fetchone()[0]
+                version = conn.execute("SHOW server_version").fetchone()[0]
+        except psycopg.Error as e:
+            msg = " ".join(str(e).split())
+            if "password authentication failed" in msg:
+                return Health(False, f"role {POSTGRES_USER!r} refused with the password in {self.password_file}: "
+                                     "the file changed after the server started; `deploy/services down postgres && "
+                                     "deploy/services up postgres` gives the role the file's password")
+            return Health(False, f"SELECT 1: {type(e).__name__}: {msg}")
+        return Health(value == 1,
+                      f"SELECT 1 ok as {POSTGRES_USER!r} on database {POSTGRES_DB!r} (PostgreSQL {version})")
+
+
+# Launched in this order (then all waited for), stopped in reverse. PostgreSQL last: its launch
+# waits for the server (pg_ctl -w, then the role and database), while the JVMs already start.
+SERVICES: dict[str, Callable[[], Service]] = {"kafka": Kafka, "neo4j": Neo4j, "flink": Flink,
+                                              "postgres": Postgres}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1077,14 +1413,15 @@ def cmd_status(names: list[str]) -> int:
             all_ok = False
             taken = [f"{p}" for p, _ in s.ports if port_in_use(p)]
             note = f" (port {', '.join(taken)} taken by another process)" if taken else ""
-            print(f"{s.name:6} stopped{note}")
+            print(f"{s.name:8} stopped{note}")
             continue
         missing = [d.name for d in s.daemons if not d.running()]
         h = s.health()
         state = "running" if h.ok and not missing else "degraded"
         all_ok &= state == "running"
         miss = f"; missing: {', '.join(missing)}" if missing else ""
-        print(f"{s.name:6} {state:8} {s.endpoint}  {'; '.join(procs)}{miss}  [{'healthy' if h.ok else 'unhealthy'}: {h.detail}]")
+        print(f"{s.name:8} {state:8} {s.endpoint}  {'; '.join(procs)}{miss}  "
+              f"[{'healthy' if h.ok else 'unhealthy'}: {h.detail}]")
     return 0 if all_ok else 3
 
 
@@ -1102,10 +1439,15 @@ def cmd_env() -> int:
     if not password_file.is_file():  # generated here when `up` has not run yet
         with state_lock():
             ensure_neo4j_password()
+    pg_password_file = postgres_password_file()
+    if not pg_password_file.is_file():  # likewise; `up` gives it to the role when it starts
+        with state_lock():
+            ensure_postgres_password()
     for k, v in [("AUDITFLOW_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP), ("AUDITFLOW_NEO4J_URI", NEO4J_URI),
                  ("AUDITFLOW_NEO4J_USER", NEO4J_USER), ("AUDITFLOW_NEO4J_PASSWORD_FILE", str(password_file)),
                  ("AUDITFLOW_FLINK_REST", FLINK_REST), ("AUDITFLOW_FLINK_KAFKA_JAR", str(jar)),
-                 ("FLINK_HOME", str(flink)), ("AUDITFLOW_FLINK_CONF_DIR", str(Flink().conf))]:
+                 ("FLINK_HOME", str(flink)), ("AUDITFLOW_FLINK_CONF_DIR", str(Flink().conf)),
+                 ("AUDITFLOW_POSTGRES_URL", postgres_url(pg_password_file.read_text().strip()))]:
         print(f"export {k}={shell_quote(v)}")
     return 0
 
@@ -1119,7 +1461,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="See deploy/README.md.")
     p.add_argument("command", choices=["up", "down", "status", "env", "connector-jar"])
-    p.add_argument("services", nargs="*", metavar="SERVICE", help="kafka, neo4j, flink (default: all)")
+    p.add_argument("services", nargs="*", metavar="SERVICE", help="kafka, neo4j, flink, postgres (default: all)")
     a = p.parse_args(argv)
     unknown = [s for s in a.services if s not in SERVICES]
     if unknown:

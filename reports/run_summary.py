@@ -49,7 +49,9 @@ _COUNTS = (
     ("reports_written", "Reports written"),
     ("reports_failed", "Reports failed"),
 )
-_KNOWN = {k for k, _ in _COUNTS} | {"laundering_planted", "laundering_alerted", "elapsed_s", "timings"}
+#: shown where the summary has them (runs that open cases)
+_CASES = (("cases_opened", "Cases opened"), ("cases_joined", "Alerts joining an open case"))
+_KNOWN = {k for k, _ in _COUNTS + _CASES} | {"laundering_planted", "laundering_alerted", "elapsed_s", "timings"}
 
 
 def _count(value: Any) -> str:
@@ -71,6 +73,9 @@ def render_run_summary(summary: Mapping[str, Any], *, title: str = "auditflow ru
     table.add_column("Value", justify="right")
     for key, label in _COUNTS:
         table.add_row(label, _count(summary.get(key)))
+    for key, label in _CASES:
+        if key in summary:
+            table.add_row(label, _count(summary[key]))
     table.add_row("Recall: planted laundering alerted",
                   recall_text(summary.get("laundering_alerted"), summary.get("laundering_planted")))
     elapsed = summary.get("elapsed_s")

@@ -1,6 +1,6 @@
 """Suite-wide rules for integration tests against the real servers of ``deploy/services``.
 
-A test that talks to Kafka, Neo4j or the Flink session cluster says so with one marker::
+A test that talks to Kafka, Neo4j, the Flink session cluster or PostgreSQL says so with one marker::
 
     pytestmark = pytest.mark.services("kafka", "neo4j")    # a whole module
     @pytest.mark.services("flink")                         # one test (marks add up)
@@ -12,9 +12,12 @@ out). Before such a test runs:
 * without ``AUDITFLOW_SERVICES=1`` it is **skipped** on a developer machine, but if ``CI`` is set
   it **errors**, naming the services it needed: CI must never go green by skipping them;
 * with ``AUDITFLOW_SERVICES=1`` each named server is probed once per session at the address the
-  settings give (``AUDITFLOW_KAFKA_BOOTSTRAP``, ``AUDITFLOW_NEO4J_URI``, ``AUDITFLOW_FLINK_REST``);
-  one that does not answer makes the test **error** with the address and the client's error
-  (never a skip: the run asked for real servers).
+  settings give (``AUDITFLOW_KAFKA_BOOTSTRAP``, ``AUDITFLOW_NEO4J_URI``, ``AUDITFLOW_FLINK_REST``,
+  ``AUDITFLOW_POSTGRES_URL``); one that does not answer makes the test **error** with the address
+  and the client's error (never a skip: the run asked for real servers).
+
+A test marked ``services("postgres")`` that asks for the ``postgres_url`` fixture gets the
+SQLAlchemy URL of a new, empty database of its own on that server, dropped after the test.
 
 ``make test`` starts the servers and sets ``AUDITFLOW_SERVICES=1``; by hand::
 
@@ -26,13 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import socket
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
-SERVICE_NAMES = ("kafka", "neo4j", "flink")
+SERVICE_NAMES = ("kafka", "neo4j", "flink", "postgres")
 _HOW = "`deploy/services up`, `eval \"$(deploy/services env)\"`, then AUDITFLOW_SERVICES=1 (make test does all three)"
 
 
@@ -106,10 +110,45 @@ def _probe_flink() -> tuple[str, str | None]:
     return rest, None
 
 
+def _postgres_url() -> str | None:
+    return os.environ.get("AUDITFLOW_POSTGRES_URL") or None
+
+
+def _without_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL: show nothing of it
+        return "AUDITFLOW_POSTGRES_URL (not a SQLAlchemy URL)"
+
+
+def _probe_postgres() -> tuple[str, str | None]:
+    url = _postgres_url()
+    if url is None:
+        return "AUDITFLOW_POSTGRES_URL", 'not set: eval "$(deploy/services env)" sets it'
+    import sqlalchemy
+
+    address = _without_password(url)
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                ok = conn.execute(sqlalchemy.text("SELECT 1")).scalar_one()
+        finally:
+            engine.dispose()
+    except Exception as e:  # noqa: BLE001
+        return address, f"SELECT 1 failed ({type(e).__name__}: {' '.join(str(e).split())[:500]})"
+    if ok != 1:
+        return address, f"SELECT 1 gave {ok!r}"
+    return address, None
+
+
 PROBES: dict[str, Callable[[], tuple[str, str | None]]] = {
     "kafka": _probe_kafka,
     "neo4j": _probe_neo4j,
     "flink": _probe_flink,
+    "postgres": _probe_postgres,
 }
 _probed: dict[str, tuple[str, str | None]] = {}
 
@@ -127,7 +166,7 @@ def probe(name: str) -> tuple[str, str | None]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "services(*names): needs the real servers named (kafka, neo4j, flink) from deploy/services; "
+        "services(*names): needs the real servers named (kafka, neo4j, flink, postgres) from deploy/services; "
         "skipped without AUDITFLOW_SERVICES=1, an error if CI is set or if a server does not answer",
     )
 
@@ -161,3 +200,37 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         detail = "; ".join(f"{n} at {addr}: {why}" for n, addr, why in down)
         pytest.fail(f"AUDITFLOW_SERVICES=1 but {', '.join(n for n, _, _ in down)} does not answer: {detail}. "
                     f"Start it with `deploy/services up` (status: `deploy/services status`).", pytrace=False)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The SQLAlchemy URL of a new, empty database ``auditflow_test_<16 hex>`` on the PostgreSQL
+    of ``deploy/services`` (created through ``AUDITFLOW_POSTGRES_URL`` as its role, which owns
+    it), dropped ``WITH (FORCE)`` after the test, so no test sees another's data. The test must
+    be marked ``@pytest.mark.services("postgres")``: skipped, an error under CI, or an error when
+    the server does not answer, exactly like the other services, before this runs."""
+    marked = {n for m in request.node.iter_markers(name="services") for n in m.args}
+    if "postgres" not in marked:
+        pytest.fail(f'{request.node.nodeid} uses postgres_url: mark it @pytest.mark.services("postgres")',
+                    pytrace=False)
+    url = _postgres_url()
+    if url is None:  # the probe already failed the test; this only guards direct use
+        pytest.fail('AUDITFLOW_POSTGRES_URL is not set: eval "$(deploy/services env)"', pytrace=False)
+    import sqlalchemy
+
+    server = sqlalchemy.engine.make_url(url)
+    name = f"auditflow_test_{secrets.token_hex(8)}"
+    admin = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield server.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:  # FORCE: connections the test left open are closed
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
