@@ -61,6 +61,8 @@ def _with_store(fn: Callable[[Any, Any, Settings], T], *, development_key: bool 
     settings = _settings()
     with _refusals():
         user = _user(settings)
+        if user.role == "admin":
+            raise case_flow.Forbidden("admins manage users, they work no case (and read none)")
         with case_flow.open_case_store(settings, development_key=development_key) as store:
             return fn(store, user, settings)
 

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from auditflow.errors import ConfigError
 from auditflow.limits import MAX_TRACE_HOPS
-from auditflow_app import flow, views
+from auditflow_app import case_flow, flow, views
 from auditflow_app.settings import Settings
 
 if TYPE_CHECKING:
@@ -1034,16 +1034,21 @@ def verify(
     summary = f"{result.reports} reports, {result.files} files, audit log of {result.log_size} entries" + (
         f", consistent with {tree_head}" if tree_head and result.ok else ""
     )
-    if result.ok:
+    findings = [(f.item, f.problem) for f in result.findings]
+    if case_flow.cases_store_exists(settings):  # the case histories: the cases log (auditflow case verify)
+        cases = case_flow.verify_cases(settings, allow_dev_key=allow_dev_key)
+        summary += f", cases log of {cases.entries} entries ({cases.cases} cases)"
+        findings += [("cases log", p) for p in cases.problems]
+    if not findings:
         console.print(f"verified: {summary}", soft_wrap=True, highlight=False)
         return
     table = Table(
-        "item", "what failed", title=f"verify {reports_dir}: {len(result.findings)} problem(s)", title_justify="left"
+        "item", "what failed", title=f"verify {reports_dir}: {len(findings)} problem(s)", title_justify="left"
     )
-    for f in result.findings:
-        table.add_row(f.item, f.problem)
+    for item, problem in findings:
+        table.add_row(item, problem)
     console.print(table)
-    console.print(f"[red]FAILED[/red]: {summary}; {len(result.findings)} problem(s)", soft_wrap=True, highlight=False)
+    console.print(f"[red]FAILED[/red]: {summary}; {len(findings)} problem(s)", soft_wrap=True, highlight=False)
     raise typer.Exit(code=1)
 
 
