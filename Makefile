@@ -52,7 +52,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
-# The whole suite against real services: Kafka, Neo4j and a Flink session cluster are started
+# The whole suite against real services: Kafka, Neo4j, a Flink session cluster and PostgreSQL are started
 # by deploy/services and stopped afterwards, whatever the outcome.
 test: setup browser lint
 	@set -e; \

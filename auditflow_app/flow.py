@@ -1337,7 +1337,6 @@ class RunResult:
     elapsed_s: float
     intake: Any = None  # auditflow_app.case_flow.CasesOpened: the run's alerts into cases
 
-
     @property
     def events_in(self) -> int:
         return self.stream.records_in

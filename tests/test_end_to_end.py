@@ -154,3 +154,48 @@ def test_reports_verify(demo_out: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verified: " in proc.stdout
+
+
+def test_demo_opens_a_case_per_subject_and_every_case_files_a_valid_sar(demo_out: Path, tmp_path: Path) -> None:
+    """The demo's alerts are in cases: one per paying account (read with sqlite3 from the rows, not
+    through the store), each alert in exactly one; every case worked to an approved SAR exports
+    XML that FinCEN's schema (loaded here with lxml) accepts; the cases log verifies."""
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from lxml import etree
+
+    from auditflow_app import case_flow
+    from auditflow_app.settings import Settings
+    from cases.users import Users, add_user
+
+    alerts = _alerts(demo_out)
+    with sqlite3.connect(demo_out / "cases.sqlite") as db:
+        rows = [json.loads(line)["payload"] for (line,) in db.execute("SELECT line FROM case_log ORDER BY idx")]
+    subjects = {r["case_id"]: (r["subject"]["bank"], r["subject"]["account"]) for r in rows if "subject" in r}
+    taken = [r["alert"]["alert_id"] for r in rows if "alert" in r]
+    assert sorted(taken) == sorted(a["alert_id"] for a in alerts)
+    assert sorted(subjects.values()) == sorted({(a["event"]["from_bank"], a["event"]["from_account"]) for a in alerts})
+    assert all("is_laundering" not in json.dumps(r) for r in rows)  # the label stays out of cases
+    users_file = tmp_path / "users.json"
+    add_user(users_file, "root", "admin")
+    for name, role in (("ana", "analyst"), ("bob", "approver")):
+        add_user(users_file, name, role)
+    users = Users.load(users_file)
+    settings = Settings(out_dir=demo_out, users_file=users_file,
+                        sar_filer_file=Path(__file__).parents[1] / "deploy" / "filer.example.json")
+    schema = etree.XMLSchema(etree.parse(str(Path(__file__).parents[1] / "cases" / "schemas" / "EFL_SARXBatchSchema.xsd")))
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    ana, bob = users.get("ana"), users.get("bob")
+    with case_flow.open_case_store(settings) as store:  # the demo's log is dev-key signed: so are these entries
+        for case_id in subjects:
+            for user, action, payload in ((ana, "assign", {}), (ana, "start", {}),
+                                          (ana, "propose", {"narrative": f"Transfers of case {case_id}."}),
+                                          (bob, "approve", {})):
+                case_flow.act(store, user, case_id, action, payload, settings=settings, now=now)
+            xml = case_flow.export_sar(store, ana, case_id, settings=settings, now=now).xml
+            assert schema.validate(etree.fromstring(xml)), (case_id, schema.error_log.last_error)
+            assert store.case(case_id).state == "sar_filed"
+    proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "case", "verify", "--allow-dev-key"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "AUDITFLOW_OUT_DIR": str(demo_out)})
+    assert proc.returncode == 0 and "verified: cases log of" in proc.stdout, proc.stdout + proc.stderr
