@@ -1,14 +1,19 @@
 """The analyst HTTP API (FastAPI; OpenAPI at ``/docs``): the ``auditflow graph`` queries, the
-run's alerts and reports, read-only, authenticated, bounded.
+run's alerts and reports, read-only, authenticated, bounded; and, with ``AUDITFLOW_USERS_FILE``,
+the cases (:mod:`auditflow_app.cases_api`).
 
-* **Read-only.** Only ``GET`` routes exist (anything else is ``405``); they call the read paths of
-  the evidence graph and read the run's files. There is no raw Cypher endpoint: nothing a caller
-  sends becomes query text -- account ids are validated (``422`` naming the field) and travel as
-  query parameters.
+* **Read-only.** The analyst routes are ``GET`` routes only (anything else is ``405``); they call
+  the read paths of the evidence graph and read the run's files. There is no raw Cypher endpoint:
+  nothing a caller sends becomes query text -- account ids are validated (``422`` naming the
+  field) and travel as query parameters. Only the cases routes (``/me``, ``/cases/...``,
+  ``/users``) take ``POST``: each action by a named user, under the workflow's rules.
 * **Tokens.** Every route but ``/health`` and the web view's static files (``/view/``, below)
-  needs ``Authorization: Bearer <token>``, one of ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared
-  in constant time against every configured token (:func:`hmac.compare_digest`); a missing or
-  wrong token is ``401``.
+  needs ``Authorization: Bearer <token>``: one of ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared
+  in constant time against every configured token (:func:`hmac.compare_digest`), or the token of
+  a user of ``AUDITFLOW_USERS_FILE`` (its hash compared in constant time with every user's) whose
+  role reads evidence (analyst, approver, auditor; an admin's token is ``403`` here); a missing or
+  wrong token is ``401``. Either file is enough for the API to start; the cases routes need the
+  users file.
 * **Bounds.** Each request runs under its own budget of ``AUDITFLOW_ANALYST_TIMEOUT_S`` (past
   it, ``504``): the trace's time budget, and each store call's (the Neo4j transaction timeout is
   what is left of it). A query past its budget is abandoned: its next store call raises, so it
@@ -52,10 +57,21 @@ The web view (``/view/``)
     string of digits: JSON numbers in a browser are doubles) with their ``scale``; the page formats
     them with string arithmetic, never floats.
 
+The cases pages (``/view/cases.html``, ``/view/case.html``)
+    With ``AUDITFLOW_USERS_FILE``, the case queue (filters by state, priority, assignee and age; a
+    row per case) and a case's page (its header, alerts, the first alert's evidence graph drawn
+    by this view's own script, its timeline, notes and proposal, and a button or form for each
+    action the user may take now, as the case's ``allowed`` says). They log in and keep the token
+    as the evidence page does (the same session-storage entry: one login serves all three pages)
+    and send every action with the version of the case they show (a ``409`` shows its message and
+    reloads the case).
+
 The routes, one router per resource: the graph queries (:func:`graph_router`), the run's alerts
 (:func:`alerts_router`) and reports (:func:`reports_router`), an alert's evidence
-(:func:`evidence_router`), all behind the token; the web view's files (:func:`view_router`) and
-``/health`` without. What they share (settings, the store, the budget) is one :class:`Analyst`.
+(:func:`evidence_router`), all behind the token; the cases (:func:`auditflow_app.cases_api.
+cases_router`) behind a users-file token; the web view's files (:func:`view_router`) and
+``/health`` without. What the analyst routes share (settings, the store, the budget) is one
+:class:`Analyst`.
 """
 
 from __future__ import annotations
@@ -65,21 +81,23 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from auditflow.errors import FieldError
+from auditflow.errors import ConfigError, FieldError
 from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.records import AccountRef, TransactionEvent
 from auditflow_app import flow, views
+from auditflow_app.cases_api import READERS, CasesApi, UsersFile, cases_router
 from auditflow_app.settings import Settings
 from evidence_graph.store import Direction, Expansion, GraphEdge, GraphStore, MicrosExpansion
 
@@ -125,6 +143,10 @@ VIEW_FILES = {
     "index.html": ("view/index.html", "text/html; charset=utf-8"),
     "app.js": ("view/app.js", "text/javascript; charset=utf-8"),
     "app.css": ("view/app.css", "text/css; charset=utf-8"),
+    "cases.html": ("view/cases.html", "text/html; charset=utf-8"),
+    "case.html": ("view/case.html", "text/html; charset=utf-8"),
+    "cases.js": ("view/cases.js", "text/javascript; charset=utf-8"),
+    "cases.css": ("view/cases.css", "text/css; charset=utf-8"),
     "cytoscape.min.js": ("node_modules/cytoscape/dist/cytoscape.min.js", "text/javascript; charset=utf-8"),
 }
 #: Swagger UI's files for ``/docs``, served from here (npm ``swagger-ui-dist``, pinned in
@@ -243,23 +265,30 @@ class StoreAccess:
 class Analyst:
     """What the routers share: the settings, the run's files, the store and the per-request budget
     (``AUDITFLOW_ANALYST_TIMEOUT_S``), the page cap (``AUDITFLOW_ANALYST_MAX_RESULTS``) and the
-    accepted tokens."""
+    accepted tokens (those of the tokens file, and the users file's when there is one)."""
 
-    def __init__(self, settings: Settings, store: GraphStore, tokens: Sequence[bytes]) -> None:
+    def __init__(
+        self, settings: Settings, store: GraphStore, tokens: Sequence[bytes], users: UsersFile | None = None
+    ) -> None:
         self.settings = settings
         self.access = StoreAccess(store)
         self.tokens = tuple(tokens)
+        self.users = users
         self.cap, self.timeout = settings.analyst_max_results, settings.analyst_timeout_s
         self.paths = flow.RunPaths.under(settings.out_dir)
 
     def authorized(self, cred: Credentials) -> None:
-        """The routers' dependency: ``401`` unless the bearer token is one of the accepted ones."""
+        """The routers' dependency: ``401`` unless the bearer token is one of the accepted ones, or
+        a users-file user's; ``403`` for a user whose role reads no evidence (an admin)."""
         given = (cred.credentials if cred is not None else "").encode()
         ok = False
         for t in self.tokens:  # every token compared, in constant time: no early exit to time
             ok |= hmac.compare_digest(given, t)
-        if cred is None or not ok:
+        user = self.users.authenticate(cred.credentials) if self.users is not None and cred is not None else None
+        if cred is None or not (ok or user is not None):
             raise HTTPException(401, "missing or wrong token", headers={"WWW-Authenticate": "Bearer"})
+        if not ok and user is not None and user.role not in READERS:
+            raise HTTPException(403, f"an {user.role} reads no evidence (admins manage users, they work no case)")
 
     def check_limit(self, limit: int | None) -> int:
         if limit is None:
@@ -506,12 +535,38 @@ def docs_router(web: Path, title: str) -> APIRouter:
 
 def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = None) -> FastAPI:
     """The API over ``settings``' graph (or ``store``, for tests) and run folder; the web view's
-    files from ``web_dir`` (default :data:`WEB_DIR`)."""
-    tokens = [t.get_secret_value().encode() for t in settings.analyst_tokens()]
-    if not tokens:
+    files from ``web_dir`` (default :data:`WEB_DIR`). With ``AUDITFLOW_USERS_FILE``, the cases
+    routes too, over the cases store (opened here, once, and closed when the app shuts down)."""
+    if settings.analyst_tokens_file is None and settings.users_file is None:
+        raise ConfigError(
+            "the analyst API needs tokens: write read-only tokens (comma-separated, one line, mode 0600) to a "
+            "file and set AUDITFLOW_ANALYST_TOKENS_FILE, or set AUDITFLOW_USERS_FILE to the cases' users file "
+            "(`auditflow case user-add`)"
+        )
+    tokens = [t.get_secret_value().encode() for t in settings.analyst_tokens()] if settings.analyst_tokens_file else []
+    if not tokens and settings.users_file is None:
         raise ValueError("AUDITFLOW_ANALYST_TOKENS_FILE holds no token")
-    api = Analyst(settings, store if store is not None else flow.open_graph(settings), tokens)
-    app = FastAPI(title="auditflow analyst API", version="1", description=__doc__, docs_url=None, redoc_url=None)
+    cases = CasesApi.open(settings) if settings.users_file is not None else None
+    try:
+        graph = store if store is not None else flow.open_graph(settings)
+    except BaseException:
+        if cases is not None:
+            cases.close()
+        raise
+    api = Analyst(settings, graph, tokens, cases.users if cases is not None else None)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if cases is not None:
+                cases.close()
+
+    app = FastAPI(
+        title="auditflow analyst API", version="1", description=__doc__, docs_url=None, redoc_url=None,
+        lifespan=lifespan,
+    )  # fmt: skip
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -520,6 +575,9 @@ def create_app(settings: Settings, store: Any = None, *, web_dir: Path | None = 
     auth = [Depends(api.authorized)]
     for router in (graph_router(api), alerts_router(api), reports_router(api), evidence_router(api)):
         app.include_router(router, dependencies=auth)
+    if cases is not None:
+        app.include_router(cases_router(cases))  # each route checks its user itself
+        app.add_exception_handler(RequestValidationError, cases.validation_error)
     web = (web_dir if web_dir is not None else WEB_DIR).resolve()
     app.include_router(view_router(web))
     app.include_router(docs_router(web, app.title))

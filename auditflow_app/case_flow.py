@@ -177,7 +177,11 @@ def act(
         from auditflow.fincen import category
 
         ids = payload.get("alert_ids") or None
-        cats = payload.get("categories") or suggested_categories(store.case(case_id), ids)
+        case = store.case(case_id)
+        stray = [a for a in ids or () if a not in case.alert_ids]
+        if stray:
+            raise Invalid(f"alert {stray[0]!r} is not in case {case_id}")
+        cats = payload.get("categories") or suggested_categories(case, ids)
         try:
             payload["categories"] = [[category(*c).type_id, category(*c).subtype_id] for c in cats]
         except (TypeError, ValueError) as e:
@@ -274,7 +278,11 @@ def export_sar(
     case = store.case(case_id)
     now = now or now_utc()
     filed_on = date.fromisoformat(case.filed["at"][:10]) if case.filed else now.date()
-    xml = sar_batch_xml(sar_filing(case, filed_on), Filer.load(settings.sar_filer_file))
+    try:
+        filer = Filer.load(settings.sar_filer_file)
+    except ValueError as e:  # the institution's fixed fields are a setting, not the user's input
+        raise ConfigError(f"AUDITFLOW_SAR_FILER_FILE: {e}") from None
+    xml = sar_batch_xml(sar_filing(case, filed_on), filer)
     check_sar_xml(xml)
     sha = hashlib.sha256(xml).hexdigest()
     receipt = None

@@ -72,6 +72,6 @@ def case_document(case, actor) -> dict[str, Any]:
         "approved_by": case.approved_by,
         "filed": case.filed,
         "attachments": list(case.attachments),
-        "timeline": [{**e.to_dict(), "kind": e.kind, "text": entry_text(e)} for e in case.entries],
+        "timeline": [{**e.to_dict(), "kind": e.kind, "line": entry_text(e)} for e in case.entries],
         "allowed": case.allowed(actor),
     }

@@ -845,8 +845,9 @@ app.add_typer(serve_app, name="serve")
 
 @serve_app.command("analyst")
 def serve_analyst(out: _Out = None) -> None:
-    """The read-only analyst HTTP API (OpenAPI at /docs) on AUDITFLOW_ANALYST_LISTEN, tokens from
-    AUDITFLOW_ANALYST_TOKENS_FILE."""
+    """The analyst HTTP API (OpenAPI at /docs) on AUDITFLOW_ANALYST_LISTEN: the read-only graph,
+    alerts and reports (tokens from AUDITFLOW_ANALYST_TOKENS_FILE or AUDITFLOW_USERS_FILE) and, with
+    AUDITFLOW_USERS_FILE, the cases routes and pages (/view/cases.html)."""
     import uvicorn
 
     from auditflow_app.analyst_api import create_app

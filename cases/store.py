@@ -166,6 +166,9 @@ class CaseStore:
         migrate(self.engine)
         self._lock = threading.Lock()
         self._tree: MerkleTree | None = None
+        self._read_lock = threading.Lock()
+        self._folded: dict[str, Case] = {}  # every case as of the first _folded_upto entries
+        self._folded_upto = 0
 
     def close(self) -> None:
         self.engine.dispose()
@@ -178,20 +181,22 @@ class CaseStore:
 
     # ------------------------------------------------------------------ reading
 
-    def _entries(self, conn: Connection, where: Any = None) -> list[CaseEntry]:
-        q = sa.select(case_log.c.idx, case_log.c.kind, case_log.c.line).order_by(case_log.c.idx)
-        if where is not None:
-            q = q.where(where)
-        out = []
-        for idx, _kind, line in conn.execute(q):
+    @staticmethod
+    def _parsed(rows: Iterable[tuple[int, Any]]) -> Iterator[CaseEntry]:
+        for idx, line in rows:
             entry, why = parse_line(bytes(line), idx)
             if entry is None:
                 raise CaseError(f"cases log entry {idx} is damaged ({why}): run auditflow verify")
-            out.append(CaseEntry.from_log(entry.kind, entry.payload))
-        return out
+            yield CaseEntry.from_log(entry.kind, entry.payload)
 
     def _case(self, conn: Connection, case_id: str) -> Case:
-        entries = self._entries(conn, case_log.c.case_id == case_id)
+        """One case, read in its own order (the (case id, seq) index, never a scan of the log)."""
+        q = (
+            sa.select(case_log.c.idx, case_log.c.line)
+            .where(case_log.c.case_id == case_id)
+            .order_by(case_log.c.case_seq)
+        )
+        entries = list(self._parsed(conn.execute(q)))
         if not entries:
             raise NotFound(f"no such case: {case_id}")
         return fold(entries)
@@ -200,15 +205,25 @@ class CaseStore:
         with self.engine.connect() as conn:
             return self._case(conn, case_id)
 
+    def _caught_up(self) -> dict[str, Case]:
+        """Every case, folded. The log only grows, so the folds are kept and only the entries
+        appended since (by any process) are read and applied; appends commit in index order (they
+        hold the append lock to their commit), so what is read is a gap-free prefix."""
+        with self._read_lock:
+            with self.engine.connect() as conn:
+                q = sa.select(case_log.c.idx, case_log.c.line).where(case_log.c.idx >= self._folded_upto)
+                rows = conn.execute(q.order_by(case_log.c.idx)).all()
+            for (idx, _), entry in zip(rows, self._parsed(rows), strict=True):
+                if idx != self._folded_upto:
+                    raise CaseError(f"cases log entry {self._folded_upto} is missing: run auditflow verify")
+                self._folded[entry.case_id] = apply(self._folded.get(entry.case_id), entry)
+                self._folded_upto += 1
+            return dict(self._folded)
+
     def cases(self, queue: Queue | None = None, *, now: datetime | None = None) -> list[Case]:
         """Every case (in the order they were opened), or those ``queue`` admits (age counted to
         ``now``)."""
-        with self.engine.connect() as conn:
-            entries = self._entries(conn)
-        by_case: dict[str, list[CaseEntry]] = {}
-        for e in entries:
-            by_case.setdefault(e.case_id, []).append(e)
-        out = [fold(sorted(es, key=lambda e: e.seq)) for es in by_case.values()]
+        out = list(self._caught_up().values())
         if queue is None:
             return out
         if now is None:
@@ -222,7 +237,8 @@ class CaseStore:
     def log_lines(self) -> list[tuple[int, bytes]]:
         """Every row's index and line, in index order (what :func:`verify_cases_log` reads)."""
         with self.engine.connect() as conn:
-            return [(i, bytes(line)) for i, line in conn.execute(sa.select(case_log.c.idx, case_log.c.line).order_by(case_log.c.idx))]
+            q = sa.select(case_log.c.idx, case_log.c.line).order_by(case_log.c.idx)
+            return [(i, bytes(line)) for i, line in conn.execute(q)]
 
     def tree_heads(self) -> list[TreeHead]:
         with self.engine.connect() as conn:
@@ -232,9 +248,7 @@ class CaseStore:
     def tree_head(self) -> TreeHead | None:
         """The newest signed tree head (None for an empty log)."""
         with self.engine.connect() as conn:
-            r = conn.execute(
-                sa.select(case_tree_heads).order_by(case_tree_heads.c.tree_size.desc()).limit(1)
-            ).first()
+            r = conn.execute(sa.select(case_tree_heads).order_by(case_tree_heads.c.tree_size.desc()).limit(1)).first()
         return None if r is None else TreeHead(r.tree_size, r.root_hash, r.key_id, r.signature)
 
     def attachment(self, sha256: str) -> bytes:
@@ -250,7 +264,9 @@ class CaseStore:
     def _appending(self) -> Iterator[tuple[Connection, int]]:
         """A transaction holding the append lock, and the index the next entry takes."""
         if self.signer is None:
-            raise CaseError("no signing key: every case action is a signed entry of the cases log (configure a signing key)")
+            raise CaseError(
+                "no signing key: every case action is a signed entry of the cases log (configure a signing key)"
+            )
         with self._lock:
             size = 0
             try:
@@ -338,7 +354,9 @@ class CaseStore:
             conn.execute(case_attachments.insert().values(sha256=sha, data=data))
         return sha
 
-    def take_alert(self, alert: Mapping[str, Any], subject: Mapping[str, str], at: datetime, due: str) -> Receipt | None:
+    def take_alert(
+        self, alert: Mapping[str, Any], subject: Mapping[str, str], at: datetime, due: str
+    ) -> Receipt | None:
         """The alert joins its subject's open case, or opens a case (due ``due``, YYYY-MM-DD);
         None when the alert already is in a case (taking the same alerts again adds nothing)."""
         system = Actor(SYSTEM, SYSTEM)
