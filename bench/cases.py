@@ -34,9 +34,13 @@ why (``--require-postgres``: exit 1 instead). Per backend, in this order:
    on) is counted, the user re-reads the case and goes on (on with the case when it is still
    theirs, else to another). Every request's latency is recorded, per action, and the reads
    (``GET /cases``, ``GET /cases/{id}``) apart. The run ends when every case is closed or filed (or
-   ``--timeout``). No think time: the 20 users keep 20 requests in flight, so a request's latency is
-   about 20 / the server's request rate (the CPU line says what the server spends per request
-   with ``--server process``).
+   ``--timeout``). Two phases, half of the cases each, on the same server: **saturated**, no think
+   time (the 20 users keep 20 requests in flight, so a request's latency is about 20 / the
+   server's request rate: this phase gives the capacity, ``actions_per_s``), then **users**, each
+   user waiting a think time before each request (exponential, mean ``--think-ms``, 1 s: a person
+   reading the page before the next click; 20 such users are a busy team) -- the latency a user
+   sees, ``p99_ms`` (the CPU line says what the server spends per request with ``--server
+   process``).
 3. **Check**: every exported SAR XML is validated against ``cases/schemas/EFL_SARXBatchSchema.xsd``
    with lxml here (not the product's validator) -> ``sar_xml_valid``; then
    :func:`auditflow_app.case_flow.verify_cases` must pass (``verify_ok``), then one note entry's
@@ -355,10 +359,10 @@ class Worker:
     """One user: a thread with its own client and token."""
 
     def __init__(self, name: str, role: str, token: str, base: str, tally: Tally, seed: int,
-                 page: int, close_share: float) -> None:
+                 page: int, close_share: float, think_s: float = 0.0) -> None:
         import httpx
 
-        self.name, self.role, self.tally = name, role, tally
+        self.name, self.role, self.tally, self.think_s = name, role, tally, think_s
         self.rng = random.Random(f"{seed}:{name}")
         self.seed, self.page, self.close_share = seed, page, close_share
         self.http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60.0)
@@ -366,6 +370,8 @@ class Worker:
     # -- requests
 
     def _request(self, what: str, method: str, url: str, **kw: Any):
+        if self.think_s:  # a person reads the page before the next click (exponential, mean think_s)
+            time.sleep(self.rng.expovariate(1.0 / self.think_s))
         t0 = time.perf_counter()
         try:
             r = self.http.request(method, url, **kw)
@@ -587,6 +593,37 @@ def edit_one_entry(url: str) -> str:
         engine.dispose()
 
 
+def drive(label: str, phase: str, base: str, server_cpu, users, targets: set[str], think_s: float,
+          args: argparse.Namespace) -> dict[str, Any]:
+    """The users on ``targets`` until each is closed or filed (or the time is up)."""
+    tally = Tally(targets=targets, deadline=time.monotonic() + args.timeout)
+    workers = [Worker(n, r, tok, base, tally, args.seed, args.page, args.close_share, think_s)
+               for n, r, tok in users if r != "admin"]
+    threads = [threading.Thread(target=w.run, name=w.name, daemon=True) for w in workers]
+    t0, cpu0, server0 = time.perf_counter(), os.times(), server_cpu()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cpu1, server1 = os.times(), server_cpu()
+    res: dict[str, Any] = {"phase": phase, "think_s": think_s, "tally": tally, "wall": wall, "targets": len(targets)}
+    res["cpu_s"] = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    res["server_cpu_s"] = None if server0 is None or server1 is None else server1 - server0
+    res["timed_out"] = len(tally.done) < len(targets)
+    res["actions"] = actions = sum(tally.ok[a] for a in ACTIONS)
+    res["actions_per_s"] = actions / wall if wall else float("nan")
+    res["lat"] = [x for a in ACTIONS for x in tally.latencies.get(a, [])]
+    res["conflicts"] = sum(tally.conflicts.values())
+    res["errors"] = sum(tally.errors.values())
+    states = Counter(tally.done.values())
+    log(f"[{label}/{phase}] {len(workers)} users, think {think_s:.2f} s: {actions} actions in {wall:.1f} s = "
+        f"{res['actions_per_s']:.1f}/s; cases closed {states['closed']}, filed {states['filed']}, errors "
+        f"{states['error']}, unfinished {len(targets) - len(tally.done)}; 409s {res['conflicts']}; other errors "
+        f"{res['errors']}" + ("; TIMED OUT" if res["timed_out"] else ""))
+    return res
+
+
 def run_backend(label: str, url: str, alerts_path: Path, tmp: Path, args: argparse.Namespace,
                 filer: Path | None) -> dict[str, Any]:
     from auditflow_app import case_flow
@@ -617,43 +654,27 @@ def run_backend(label: str, url: str, alerts_path: Path, tmp: Path, args: argpar
         f"{opened.already} already in one) in {open_s:.2f} s: {opened.opened / open_s:.1f} cases/s, "
         f"{opened.alerts / open_s:.1f} alerts/s; driving {len(targets)} of them")
 
-    # 2. the users
+    # 2. the users: first with no think time (the server's capacity: actions/s), then as people
+    #    (think time between requests: the latency a user sees at 20 users)
     serve = serve_process if args.server == "process" else serve_thread
-    tally = Tally(targets=targets, deadline=0.0)
+    ordered = sorted(targets)
+    halves = {"saturated": (set(ordered[: len(ordered) // 2]), 0.0),
+              "users": (set(ordered[len(ordered) // 2:]), args.think_ms / 1000.0)}
     with serve(settings_kwargs) as (base, server_cpu):
-        tally.deadline = time.monotonic() + args.timeout
-        workers = [Worker(n, r, tok, base, tally, args.seed, args.page, args.close_share)
-                   for n, r, tok in users if r != "admin"]
-        threads = [threading.Thread(target=w.run, name=w.name, daemon=True) for w in workers]
-        t0, cpu0, server0 = time.perf_counter(), os.times(), server_cpu()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
-        cpu1, server1 = os.times(), server_cpu()
-    res["cpu_s"] = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-    res["server_cpu_s"] = None if server0 is None or server1 is None else server1 - server0
-    timed_out = len(tally.done) < len(targets)
-    res.update(tally=tally, wall=wall, targets=len(targets), timed_out=timed_out)
-    actions = sum(tally.ok[a] for a in ACTIONS)
-    res["actions"] = actions
-    res["actions_per_s"] = actions / wall if wall else float("nan")
-    lat = [x for a in ACTIONS for x in tally.latencies.get(a, [])]
-    res["lat"] = lat
-    res["conflicts"] = sum(tally.conflicts.values())
-    res["errors"] = sum(tally.errors.values())
-    states = Counter(tally.done.values())
-    log(f"[{label}] {len(workers)} users: {actions} actions in {wall:.1f} s = {res['actions_per_s']:.1f}/s; "
-        f"cases closed {states['closed']}, filed {states['filed']}, errors {states['error']}, "
-        f"unfinished {len(targets) - len(tally.done)}; 409s {res['conflicts']}; other errors {res['errors']}"
-        + ("; TIMED OUT" if timed_out else ""))
-    for s in tally.error_samples:
-        log(f"[{label}]   error: {s}")
+        for phase, (phase_targets, think_s) in halves.items():
+            res[phase] = drive(label, phase, base, server_cpu, users, phase_targets, think_s, args)
+    res["targets"] = len(targets)
+    res["timed_out"] = any(res[p]["timed_out"] for p in halves)
+    res["errors"] = sum(res[p]["errors"] for p in halves)
+    sars = {**res["saturated"]["tally"].sars, **res["users"]["tally"].sars}
+    approved = res["saturated"]["tally"].approved | res["users"]["tally"].approved
+    for p in halves:
+        for e in res[p]["tally"].error_samples:
+            log(f"[{label}]   error: {e}")
 
     # 3. the checks
-    valid, why = check_sars(tally.sars)
-    res["sar_valid"], res["sar_total"] = valid, len(tally.approved)
+    valid, why = check_sars(sars)
+    res["sar_valid"], res["sar_total"] = valid, len(approved)
     for w in why[:5]:
         log(f"[{label}]   SAR invalid: {w}")
     t0 = time.perf_counter()
@@ -674,53 +695,60 @@ def run_backend(label: str, url: str, alerts_path: Path, tmp: Path, args: argpar
 # ---------------------------------------------------------------------------- the report
 
 
-def print_backend(r: dict[str, Any]) -> None:
-    t: Tally = r["tally"]
-    print(f"{r['label']}: {r['opened']} cases opened from {r['alerts']} alerts in {r['open_s']:.2f} s "
-          f"({r['opened'] / r['open_s']:.1f} cases/s); {r['targets']} driven by the users in {r['wall']:.1f} s; "
-          f"{r['entries']} log entries")
-    print(f"  {'request':<16} {'n':>6} {'409':>5} {'err':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    rows = [(a, t.latencies.get(a, [])) for a in ACTIONS] + [("all actions", r["lat"])]
-    rows += [(g, t.latencies.get(g, [])) for g in READS]
-    for name, xs in rows:
-        if name == "all actions":
-            c, e = r["conflicts"], sum(v for k, v in t.errors.items() if k.split(" ")[0] in ACTIONS)
-        else:
-            c = t.conflicts.get(name, 0)
-            e = sum(v for k, v in t.errors.items() if k.rsplit(" ", 1)[0] == name)
-        print(f"  {name:<16} {len(xs):>6} {c:>5} {e:>4} {fmt(pct(xs, 50)):>8} {fmt(pct(xs, 95)):>8} "
-              f"{fmt(pct(xs, 99)):>8} {fmt(max(xs) if xs else float('nan')):>8}")
-    n_req = sum(len(v) for v in t.latencies.values())
-    cpu = (f"CPU: this process {r['cpu_s']:.1f} s"
-           + (" (server and clients)" if r["server_cpu_s"] is None else
-              f" (the clients), the server process {r['server_cpu_s']:.1f} s = "
-              f"{1000 * r['server_cpu_s'] / max(n_req, 1):.1f} ms per request")
-           + f"; {n_req} requests in {r['wall']:.1f} s = {n_req / r['wall']:.0f}/s")
-    print(f"  {cpu}")
-    print(f"  actions {r['actions']} ({r['actions_per_s']:.1f}/s), 409s {r['conflicts']}, errors {r['errors']}, "
-          f"SAR XML valid {r['sar_valid']}/{r['sar_total']}, verify {'ok' if r['verify_ok'] else 'FAILED'} "
-          f"({r['verify_s']:.2f} s), edit detected {'yes' if r['verify_detects_edit'] else 'NO'}")
+def print_backend(b: dict[str, Any]) -> None:
+    print(f"{b['label']}: {b['opened']} cases opened from {b['alerts']} alerts in {b['open_s']:.2f} s "
+          f"({b['opened'] / b['open_s']:.1f} cases/s); {b['targets']} driven by the users; {b['entries']} log entries; "
+          f"SAR XML valid {b['sar_valid']}/{b['sar_total']}, verify {'ok' if b['verify_ok'] else 'FAILED'} "
+          f"({b['verify_s']:.2f} s), edit detected {'yes' if b['verify_detects_edit'] else 'NO'}")
+    for phase in ("saturated", "users"):
+        r = b[phase]
+        t: Tally = r["tally"]
+        print(f"  {phase}: {r['targets']} cases, think time {r['think_s']:.2f} s (exponential mean), "
+              f"{r['wall']:.1f} s")
+        print(f"  {'request':<16} {'n':>6} {'409':>5} {'err':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+              f"{'max ms':>8}")
+        rows = [(a, t.latencies.get(a, [])) for a in ACTIONS] + [("all actions", r["lat"])]
+        rows += [(g, t.latencies.get(g, [])) for g in READS]
+        for name, xs in rows:
+            if name == "all actions":
+                c, e = r["conflicts"], sum(v for k, v in t.errors.items() if k.split(" ")[0] in ACTIONS)
+            else:
+                c = t.conflicts.get(name, 0)
+                e = sum(v for k, v in t.errors.items() if k.rsplit(" ", 1)[0] == name)
+            print(f"  {name:<16} {len(xs):>6} {c:>5} {e:>4} {fmt(pct(xs, 50)):>8} {fmt(pct(xs, 95)):>8} "
+                  f"{fmt(pct(xs, 99)):>8} {fmt(max(xs) if xs else float('nan')):>8}")
+        n_req = sum(len(v) for v in t.latencies.values())
+        cpu = (f"CPU: this process {r['cpu_s']:.1f} s"
+               + (" (server and clients)" if r["server_cpu_s"] is None else
+                  f" (the clients), the server process {r['server_cpu_s']:.1f} s = "
+                  f"{1000 * r['server_cpu_s'] / max(n_req, 1):.1f} ms per request")
+               + f"; {n_req} requests in {r['wall']:.1f} s = {n_req / r['wall']:.0f}/s")
+        print(f"  {cpu}")
+        print(f"  actions {r['actions']} ({r['actions_per_s']:.1f}/s), 409s {r['conflicts']}, errors {r['errors']}")
 
 
 def side_by_side(sq: dict | None, pg: dict | None) -> None:
-    def val(r, key):
-        return float("nan") if r is None else r[key]
+    def val(b, phase, key):
+        return float("nan") if b is None else b[phase][key]
 
-    def lat(r, q, action=None):
-        if r is None:
+    def lat(b, phase, q, action=None):
+        if b is None:
             return float("nan")
+        r = b[phase]
         return pct(r["lat"] if action is None else r["tally"].latencies.get(action, []), q)
 
-    rows = [("actions/s", lambda r: val(r, "actions_per_s")),
-            ("cases opened/s", lambda r: float("nan") if r is None else r["opened"] / r["open_s"]),
-            ("p50 ms", lambda r: lat(r, 50)), ("p95 ms", lambda r: lat(r, 95)), ("p99 ms", lambda r: lat(r, 99))]
-    rows += [(f"p99 ms {a}", functools.partial(lambda a, r: lat(r, 99, a), a)) for a in ACTIONS]
-    rows += [("409s", lambda r: float("nan") if r is None else float(r["conflicts"]))]
-    print(f"  {'':<20} {'sqlite':>10} {'postgres':>10} {'pg/sqlite':>10}")
+    rows = [("actions/s saturated", lambda b: val(b, "saturated", "actions_per_s")),
+            ("cases opened/s", lambda b: float("nan") if b is None else b["opened"] / b["open_s"])]
+    for phase in ("saturated", "users"):
+        rows += [(f"p{q} ms {phase}", functools.partial(lambda p, q, b: lat(b, p, q), phase, q)) for q in (50, 95, 99)]
+    rows += [(f"p99 ms users {a}", functools.partial(lambda a, b: lat(b, "users", 99, a), a)) for a in ACTIONS]
+    rows += [("409s", lambda b: float("nan") if b is None else float(b["saturated"]["conflicts"]
+                                                                     + b["users"]["conflicts"]))]
+    print(f"  {'':<24} {'sqlite':>10} {'postgres':>10} {'pg/sqlite':>10}")
     for name, f in rows:
         a, b = f(sq), f(pg)
         ratio = b / a if a and not math.isnan(a) and not math.isnan(b) else float("nan")
-        print(f"  {name:<20} {fmt(a):>10} {fmt(b):>10} {fmt(ratio, 2):>10}")
+        print(f"  {name:<24} {fmt(a):>10} {fmt(b):>10} {fmt(ratio, 2):>10}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -739,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--require-postgres", action="store_true", help="fail when PostgreSQL is not there")
     ap.add_argument("--filer", type=Path, help=f"the SAR filer file (default {FILER_EXAMPLE.relative_to(ROOT)})")
     ap.add_argument("--timeout", type=float, help="seconds the users may take per backend (default 600; quick 240)")
+    ap.add_argument("--think-ms", type=float, default=1000.0,
+                    help="mean think time of a user between requests in the second phase (default 1000)")
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args(argv)
     if args.cases is None:
@@ -790,8 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(r["sar_total"] for r in ran)
     verify_ok = int(bool(ran) and all(r["verify_ok"] for r in ran))
     detects = int(bool(ran) and all(r["verify_detects_edit"] for r in ran))
-    p99_pg = pct(pg["lat"], 99) if pg else float("nan")
-    p99_sq = pct(sq["lat"], 99) if sq else float("nan")
+    p99_pg = pct(pg["users"]["lat"], 99) if pg else float("nan")
+    p99_sq = pct(sq["users"]["lat"], 99) if sq else float("nan")
     floor = "nan" if pg is None else ("yes" if p99_pg <= 100 else "no")
     print(f"floors: p99 <= 100 ms per action at {args.users} users on PostgreSQL: {floor} ({fmt(p99_pg)} ms); "
           f"every exported SAR valid: {'yes' if valid == total else 'no'} ({valid}/{total}); "
@@ -800,17 +830,16 @@ def main(argv: list[str] | None = None) -> int:
     failed |= not ran or valid != total or not verify_ok or not detects
     failed |= any(r["timed_out"] or r["errors"] for r in ran)
     head = {
-        "actions_per_s_sqlite": fmt(sq["actions_per_s"]) if sq else "nan",
-        "actions_per_s_postgres": fmt(pg["actions_per_s"]) if pg else "nan",
+        "actions_per_s_sqlite": fmt(sq["saturated"]["actions_per_s"]) if sq else "nan",
+        "actions_per_s_postgres": fmt(pg["saturated"]["actions_per_s"]) if pg else "nan",
         "p99_ms": fmt(p99_pg),
         "sar_xml_valid": f"{valid}/{total}",
         "verify_ok": str(verify_ok),
         "p99_ms_sqlite": fmt(p99_sq),
+        "p99_ms_saturated": fmt(pct(pg["saturated"]["lat"], 99)) if pg else "nan",
+        "p99_ms_saturated_sqlite": fmt(pct(sq["saturated"]["lat"], 99)) if sq else "nan",
         "verify_detects_edit": str(detects),
-        "p50_ms": fmt(pct(pg["lat"], 50)) if pg else "nan",
-        "p50_ms_sqlite": fmt(pct(sq["lat"], 50)) if sq else "nan",
-        "conflicts_sqlite": str(sq["conflicts"]) if sq else "nan",
-        "conflicts_postgres": str(pg["conflicts"]) if pg else "nan",
+        "think_ms": fmt(args.think_ms, 0),
         "errors": str(sum(r["errors"] for r in ran)),
         "cases_opened_per_s_sqlite": fmt(sq["opened"] / sq["open_s"]) if sq else "nan",
         "cases_opened_per_s_postgres": fmt(pg["opened"] / pg["open_s"]) if pg else "nan",
