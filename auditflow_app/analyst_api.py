@@ -97,14 +97,13 @@ from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.records import AccountRef, TransactionEvent
 from auditflow_app import flow, views
-from auditflow_app.cases_api import READERS, CasesApi, UsersFile, cases_router
+from auditflow_app.cases_api import READERS, CasesApi, UsersFile, cases_router, page_limit
 from auditflow_app.settings import Settings
 from evidence_graph.store import Direction, Expansion, GraphEdge, GraphStore, MicrosExpansion
 
 _bearer = HTTPBearer(auto_error=False)
 Limit = Annotated[int, Query(ge=1, description="items per page (at most AUDITFLOW_ANALYST_MAX_RESULTS)")]
 Offset = Annotated[int, Query(ge=0)]
-DEFAULT_PAGE = 100  # items per page when no limit is given (at most the cap)
 Hops = Annotated[int | None, Query(ge=1, le=MAX_TRACE_HOPS, description="[default: AUDITFLOW_TRACE_HOPS]")]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 T = TypeVar("T")
@@ -291,11 +290,7 @@ class Analyst:
             raise HTTPException(403, f"an {user.role} reads no evidence (admins manage users, they work no case)")
 
     def check_limit(self, limit: int | None) -> int:
-        if limit is None:
-            return min(self.cap, DEFAULT_PAGE)
-        if limit > self.cap:
-            raise HTTPException(422, f"limit={limit}: at most {self.cap} (AUDITFLOW_ANALYST_MAX_RESULTS)")
-        return limit
+        return page_limit(limit, self.cap)
 
     async def run(self, work: Callable[[float], T]) -> T:
         """``work(deadline)`` in a worker thread within the request's budget: past it, ``504``

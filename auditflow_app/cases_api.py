@@ -84,7 +84,19 @@ from cases.workflow import ROLES, STATES, TIERS, Actor, Case, CaseError, Conflic
 MAX_ATTACHMENT = 10 * 1024 * 1024
 #: a request body's cap besides an attachment's (a narrative is at most 20,000 characters)
 MAX_BODY = 1024 * 1024
-DEFAULT_PAGE = 100
+DEFAULT_PAGE = 100  # items per page when no limit is given (at most the cap)
+
+
+def page_limit(limit: int | None, cap: int) -> int:
+    """A page's size: ``limit``, at most ``cap`` (``AUDITFLOW_ANALYST_MAX_RESULTS``; above it
+    ``422``); ``DEFAULT_PAGE`` (or the cap) when not given."""
+    if limit is None:
+        return min(cap, DEFAULT_PAGE)
+    if limit > cap:
+        raise HTTPException(422, f"limit={limit}: at most {cap} (AUDITFLOW_ANALYST_MAX_RESULTS)")
+    return limit
+
+
 #: the roles that read cases, and those that change them
 READERS = frozenset({"analyst", "approver", "auditor"})
 WORKERS = frozenset({"analyst", "approver"})
@@ -314,11 +326,7 @@ class CasesApi:
         return JSONResponse(body, headers={"ETag": etag(r.case.version)})
 
     def check_limit(self, limit: int | None) -> int:
-        if limit is None:
-            return min(self.cap, DEFAULT_PAGE)
-        if limit > self.cap:
-            raise HTTPException(422, f"limit={limit}: at most {self.cap} (AUDITFLOW_ANALYST_MAX_RESULTS)")
-        return limit
+        return page_limit(limit, self.cap)
 
     async def validation_error(self, request: Request, exc: Exception) -> Response:
         """The app's handler of FastAPI's request validation errors: on this module's paths, ``401``

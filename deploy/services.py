@@ -630,24 +630,11 @@ def ensure_neo4j_password() -> Path:
     Written before the server first starts with it (the server applies it to a new store, or to
     one whose `neo4j` user still has the default password, as a store that ran with auth off has).
     """
-    path = neo4j_password_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    if path.is_file():
-        if path.stat().st_mode & 0o077:
-            os.chmod(path, 0o600)
-            info(f"neo4j: {path} was readable by others; now mode 0600")
-        if not path.read_text().strip():
-            raise DeployError(f"neo4j: password file {path} is empty: delete it (a new one is generated) "
-                              "and, if the store already has a password, reset the store (rm -rf var/neo4j)")
-        return path
-    tmp = path.with_name(f".password.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_urlsafe(32) + "\n")
-    os.replace(tmp, path)
-    info(f"neo4j: generated a password for user {NEO4J_USER!r} in {path} (mode 0600)")
-    return path
+    return generated_password_file(
+        neo4j_password_file(), "neo4j", f"user {NEO4J_USER!r}", folder_mode=0o700,
+        empty_hint="delete it (a new one is generated) and, if the store already has a password, reset the store "
+                   "(rm -rf var/neo4j)",
+    )
 
 
 class Neo4j(Service):
@@ -1069,23 +1056,30 @@ def ensure_postgres_password() -> Path:
     starts the server gives the role the file's password (as a SCRAM verifier), so a new file
     takes effect at the next start.
     """
-    path = postgres_password_file()
+    return generated_password_file(
+        postgres_password_file(), "postgres", f"role {POSTGRES_USER!r}", folder_mode=0o711,
+        empty_hint="delete it (a new one is generated and given to the role at the next `up`)",
+    )
+
+
+def generated_password_file(path: Path, service: str, owner: str, *, folder_mode: int, empty_hint: str) -> Path:
+    """A password file made once (mode 0600, 256 random bits, URL-safe) in a folder of
+    ``folder_mode``; an existing one is kept (made 0600 if others could read it), an empty one refused."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o711)
+    os.chmod(path.parent, folder_mode)
     if path.is_file():
         if path.stat().st_mode & 0o077:
             os.chmod(path, 0o600)
-            info(f"postgres: {path} was readable by others; now mode 0600")
+            info(f"{service}: {path} was readable by others; now mode 0600")
         if not path.read_text().strip():
-            raise DeployError(f"postgres: password file {path} is empty: delete it (a new one is generated "
-                              "and given to the role at the next `up`)")
+            raise DeployError(f"{service}: password file {path} is empty: {empty_hint}")
         return path
     tmp = path.with_name(f".password.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(secrets.token_urlsafe(32) + "\n")
     os.replace(tmp, path)
-    info(f"postgres: generated a password for role {POSTGRES_USER!r} in {path} (mode 0600)")
+    info(f"{service}: generated a password for {owner} in {path} (mode 0600)")
     return path
 
 

@@ -14,27 +14,20 @@ is set, as tests/auditflow_app/test_web_view.py's do.
 
 from __future__ import annotations
 
-import logging
 import re
-import shutil
-import socket
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import uvicorn
 from lxml import etree
-from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from auditflow.money import Money
 from auditflow_app import case_flow
-from auditflow_app.analyst_api import WEB_DIR, create_app
+from auditflow_app.analyst_api import create_app
 from auditflow_app.settings import Settings
 from cases.users import add_user
 from evidence_graph import NetworkxGraphStore
@@ -42,7 +35,7 @@ from evidence_graph.testing import tx
 from reports.signing import generate_key_file
 
 from ..cases.conftest import alert_row, write_rows
-from ..conftest import in_ci
+from .browser import chromium, need_front_end, served
 
 ROOT = Path(__file__).resolve().parents[2]
 XSD = ROOT / "cases" / "schemas" / "EFL_SARXBatchSchema.xsd"
@@ -54,28 +47,9 @@ ALERTS = [("a1", "S", "M", 4_250_000, 0, ["fan-out"]), ("a2", "X", "Y", 90_000, 
 ONWARD = [("o1", "M", "K1", 2_000_000, 20), ("o2", "M", "K2", 2_100_000, 25), ("o3", "K1", "Z", 1_990_000, 40)]
 
 
-def _need(what: str) -> None:
-    msg = f"the cases web test needs {what} (make setup and make browser install it)"
-    if in_ci():
-        pytest.fail(f"CI is set: {msg}", pytrace=False)
-    pytest.skip(msg)
-
-
-class _Requests(logging.Handler):
-    """Every access-log line the server wrote."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not (WEB_DIR / "node_modules/cytoscape/dist/cytoscape.min.js").is_file():
-        _need("web/node_modules (npm ci in web/)")
+    need_front_end()
     tmp = tmp_path_factory.mktemp("cases-web")
     generate_key_file(tmp / "key.pem")
     settings = Settings(out_dir=tmp / "out", users_file=tmp / "users.json", signing_key_file=tmp / "key.pem",
@@ -91,51 +65,9 @@ def server(tmp_path_factory):
     graph = NetworkxGraphStore()
     graph.add_transactions([tx(e, s, d, m, amount=Money("US Dollar", c)) for e, s, d, c, m, _ in ALERTS]
                            + [tx(e, s, d, m, amount=Money("US Dollar", c)) for e, s, d, c, m in ONWARD])  # fmt: skip
-    app = create_app(settings, graph)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="info", access_log=True, log_config=None, lifespan="off"))
-    log = _Requests()
-    access = logging.getLogger("uvicorn.access")
-    access.addHandler(log)
-    access.setLevel(logging.INFO)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield {"base": f"http://127.0.0.1:{port}", "settings": settings, "tokens": tokens, "log": log,
+    with served(create_app(settings, graph)) as (base, log):
+        yield {"base": base, "settings": settings, "tokens": tokens, "log": log,
                "case": opened.receipts[0].entry.case_id, "alert": rows[0]["alert_id"]}  # fmt: skip
-    finally:
-        srv.should_exit = True
-        thread.join(10)
-        access.removeHandler(log)
-        sock.close()
-
-
-def _browser(downloads: Path):
-    """A new headless Chromium (a session of its own: its own session storage) saving downloads
-    into ``downloads`` without asking."""
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_bin is None:
-        _need("Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1500,1100", "--no-first-run", "--disable-extensions"):
-        opts.add_argument(arg)
-    opts.add_experimental_option("prefs", {
-        "download.default_directory": str(downloads), "download.prompt_for_download": False,
-        "download.directory_upgrade": True, "safebrowsing.enabled": True,
-    })  # fmt: skip
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
-    driver.set_script_timeout(20)
-    return driver
 
 
 @pytest.fixture
@@ -145,7 +77,7 @@ def browsers(tmp_path):
     def make(name: str):
         folder = tmp_path / f"downloads-{name}"
         folder.mkdir()
-        driver = _browser(folder)
+        driver = chromium("1500,1100", folder)
         made.append(driver)
         return driver, folder
 

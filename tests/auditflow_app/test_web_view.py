@@ -16,22 +16,15 @@ service tests do (tests/conftest.py).
 from __future__ import annotations
 
 import json
-import logging
 import random
 import re
-import shutil
-import socket
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
-from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -44,7 +37,7 @@ from auditflow_app.settings import Settings
 from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import acct, fan_out, tx
 
-from ..conftest import in_ci
+from .browser import chromium, need_front_end, served
 
 TOKEN = "tok-view-5be1d09a"
 MIDS = ["M1", "M2", "M3", "M4"]
@@ -217,70 +210,19 @@ def test_the_api_docs_load_nothing_from_elsewhere(api) -> None:
 # ------------------------------------------------------------------ the page in headless Chromium
 
 
-def _need(what: str) -> None:
-    msg = f"the web view test needs {what} (make setup installs it)"
-    if in_ci():
-        pytest.fail(f"CI is set: {msg}", pytrace=False)
-    pytest.skip(msg)
-
-
-class _Requests(logging.Handler):
-    """Every access-log line the server wrote."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not (WEB_DIR / "node_modules/cytoscape/dist/cytoscape.min.js").is_file():
-        _need("web/node_modules (npm ci in web/)")
+    need_front_end()
     out = tmp_path_factory.mktemp("view-run")
     settings = _settings(out)
     alert = _write_alert(out)
-    app = create_app(settings, _store())
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="info", access_log=True, log_config=None, lifespan="off")
-    srv = uvicorn.Server(config)
-    log = _Requests()
-    access = logging.getLogger("uvicorn.access")
-    access.addHandler(log)
-    access.setLevel(logging.INFO)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield {"base": f"http://127.0.0.1:{port}", "settings": settings, "alert": alert, "log": log}
-    finally:
-        srv.should_exit = True
-        thread.join(10)
-        access.removeHandler(log)
-        sock.close()
+    with served(create_app(settings, _store())) as (base, log):
+        yield {"base": base, "settings": settings, "alert": alert, "log": log}
 
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_bin is None:
-        _need("Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1500,950", "--no-first-run", "--disable-extensions"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
-    driver.set_script_timeout(20)
+    driver = chromium("1500,950")
     try:
         yield driver
     finally:

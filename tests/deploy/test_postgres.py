@@ -27,28 +27,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.services_cli import client_settings, services
 from tests.deploy.sockets import is_loopback, listeners_of
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = REPO / "deploy" / "services"
 SHARED_PORT = 5433
 URL = re.compile(r"postgresql\+psycopg://auditflow:([A-Za-z0-9_-]{32,})@127\.0\.0\.1:(\d+)/auditflow")
 
 pytestmark = pytest.mark.services("postgres")
 
 
-def services(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SERVICES), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "AUDITFLOW_PYTHON": sys.executable})
-
-
 @pytest.fixture(scope="module")
 def settings() -> dict[str, str]:
     """The client settings exactly as `deploy/services env` prints them."""
-    res = services("env", timeout=900)
-    assert res.returncode == 0, res.stderr
-    found = dict(re.findall(r"^export (\w+)=(.*)$", res.stdout, re.M))
-    return {k: v.strip("'") for k, v in found.items()}
+    return client_settings()
 
 
 def shared_pid() -> int:

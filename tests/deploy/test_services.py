@@ -24,28 +24,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.services_cli import client_settings, services
 from tests.deploy.sockets import flink_run_marked
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = REPO / "deploy" / "services"
 TINY_JOB = Path(__file__).resolve().parent / "tiny_keyed_job.py"
 PRIVATE = Path(__file__).resolve().parent / "private_services.py"
 
 pytestmark = pytest.mark.services("kafka", "neo4j", "flink")
 
 
-def services(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SERVICES), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "AUDITFLOW_PYTHON": sys.executable})
-
-
 @pytest.fixture(scope="module")
 def settings() -> dict[str, str]:
     """The client settings exactly as `deploy/services env` prints them."""
-    res = services("env", timeout=900)
-    assert res.returncode == 0, res.stderr
-    found = dict(re.findall(r"^export (\w+)=(.*)$", res.stdout, re.M))
-    return {k: v.strip("'") for k, v in found.items()}
+    return client_settings()
 
 
 def kafka_admin(bootstrap: str):
