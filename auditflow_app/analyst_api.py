@@ -5,7 +5,7 @@ the cases (:mod:`auditflow_app.cases_api`).
 * **Read-only.** The analyst routes are ``GET`` routes only (anything else is ``405``); they call
   the read paths of the evidence graph and read the run's files. There is no raw Cypher endpoint:
   nothing a caller sends becomes query text -- account ids are validated (``422`` naming the
-  field) and travel as query parameters. Only the cases routes (``/me``, ``/cases/...``,
+  field) and travel as query parameters; an account the graph does not hold is ``404`` ("no such account"). Only the cases routes (``/me``, ``/cases/...``,
   ``/users``) take ``POST``: each action by a named user, under the workflow's rules.
 * **Tokens.** Every route but ``/health`` and the web view's static files (``/view/``, below)
   needs ``Authorization: Bearer <token>``: one of ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared
@@ -92,7 +92,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from auditflow.errors import ConfigError, FieldError
+from auditflow.errors import ConfigError, FieldError, NoSuchAccount
 from auditflow.jsonlines import read_json_lines
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow.records import AccountRef, TransactionEvent
@@ -294,12 +294,15 @@ class Analyst:
 
     async def run(self, work: Callable[[float], T]) -> T:
         """``work(deadline)`` in a worker thread within the request's budget: past it, ``504``
-        (the worker, abandoned, stops at its next store call); ``ValueError``, ``422``."""
+        (the worker, abandoned, stops at its next store call); ``ValueError``, ``422``; an account the
+        graph does not hold, ``404``."""
         deadline = time.monotonic() + self.timeout
         try:
             return await asyncio.wait_for(asyncio.to_thread(work, deadline), max(deadline - time.monotonic(), 0))
         except TimeoutError:  # asyncio's, QueryTimeout, a backend's GraphQueryTimeout
             raise HTTPException(504, f"query ran past the {self.timeout:g} s limit") from None
+        except NoSuchAccount as e:
+            raise HTTPException(404, str(e)) from None
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
 
@@ -320,10 +323,13 @@ def graph_router(api: Analyst) -> APIRouter:
     """The graph queries, the ``auditflow graph`` commands' JSON: ``/trace``, ``/paths``,
     ``/neighborhood``, ``/typologies``."""
     from evidence_graph import Budget, detect_typologies, trace_evidence
-    from evidence_graph.queries import money_paths, neighborhood
+    from evidence_graph.queries import money_paths, neighborhood, require_account
 
     router = APIRouter()
     settings, cap = api.settings, api.cap
+
+    def known(store, node: str) -> str:  # an account the graph does not hold: 404 (NoSuchAccount)
+        return require_account(store, node)
 
     @router.get("/trace")
     async def trace(
@@ -342,7 +348,7 @@ def graph_router(api: Analyst) -> APIRouter:
         t = await api.query(
             lambda store: trace_evidence(
                 store,
-                node,
+                known(store, node),
                 hops or settings.trace_hops,
                 direction,
                 settings.trace_fanout_cap,
@@ -370,8 +376,8 @@ def graph_router(api: Analyst) -> APIRouter:
         found = await api.query(
             lambda store: money_paths(
                 store,
-                a,
-                b,
+                known(store, a),
+                known(store, b),
                 max_hops or settings.trace_hops,
                 window=_window(lo, hi),
                 budget=Budget(max_seconds=api.timeout),
@@ -386,7 +392,7 @@ def graph_router(api: Analyst) -> APIRouter:
     ):
         """An account's counterparties, most money first."""
         node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), api.check_limit(limit)
-        nb = await api.query(lambda store: neighborhood(store, node, window=_window(lo, hi), limit=cap))
+        nb = await api.query(lambda store: neighborhood(store, known(store, node), window=_window(lo, hi), limit=cap))
         return {**_page([views.counterparty_view(r) for r in nb.rows], offset, limit), "truncated": nb.truncated}
 
     @router.get("/typologies")
@@ -395,7 +401,7 @@ def graph_router(api: Analyst) -> APIRouter:
     ):
         """The typology instances an account takes part in."""
         node, lo, hi, limit = _account(account), _when(start, "start"), _when(end, "end"), api.check_limit(limit)
-        found = await api.query(lambda store: detect_typologies(store, node, _window(lo, hi)))
+        found = await api.query(lambda store: detect_typologies(store, known(store, node), _window(lo, hi)))
         return _page([m.to_dict() for m in found], offset, limit)
 
     return router

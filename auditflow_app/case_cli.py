@@ -37,7 +37,7 @@ def _settings() -> Settings:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
 
 

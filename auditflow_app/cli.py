@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from auditflow.errors import ConfigError
+from auditflow.errors import ConfigError, InputError
 from auditflow.limits import MAX_TRACE_HOPS
 from auditflow_app import case_flow, flow, views
 from auditflow_app.settings import Settings
@@ -58,7 +58,7 @@ IMPORT_DIRNAME = "import"
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code=code)
 
 
@@ -663,6 +663,7 @@ def trace(
 ) -> None:
     """Analyst query: a multi-hop evidence trace from an account, as JSON."""
     from evidence_graph import trace_evidence
+    from evidence_graph.queries import require_account
 
     settings = _settings(out_dir=out, trace_hops=hops, trace_fanout_cap=fanout_cap)
     window = _window(start, end)
@@ -670,7 +671,7 @@ def trace(
         with flow.open_graph(settings) as store:
             t = trace_evidence(
                 store,
-                account,
+                require_account(store, account, settings.effective_graph_url),
                 max_hops=settings.trace_hops,
                 direction=direction,
                 fanout_cap=settings.trace_fanout_cap,
@@ -1261,7 +1262,7 @@ def main() -> None:
     """The ``auditflow`` command: the app, a configuration error as one line and exit 2, not a traceback."""
     try:
         app()
-    except ConfigError as e:
+    except (ConfigError, InputError) as e:  # a setting, a file, an account the user gave: one line
         console.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
 

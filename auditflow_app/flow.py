@@ -935,11 +935,12 @@ def graph_trace(
     """``auditflow graph trace``: the money from (``out``) or into (``in``) an account, as an
     :class:`~auditflow.records.EvidenceTrace`. ``ValueError`` on a bad argument."""
     from evidence_graph import trace_evidence
+    from evidence_graph.queries import require_account
 
     with open_graph(settings) as store:
         return trace_evidence(
             store,
-            account,
+            require_account(store, account, settings.effective_graph_url),
             max_hops=hops or settings.trace_hops,
             direction=direction,
             fanout_cap=settings.trace_fanout_cap,
@@ -950,9 +951,11 @@ def graph_trace(
 def graph_paths(settings: Settings, source: str, target: str, *, max_hops: int | None = None, window: Window = None):
     """``auditflow graph paths``: time-ordered money paths ``source -> target`` (tuples of
     :class:`~evidence_graph.GraphEdge`), fewest hops first."""
-    from evidence_graph.queries import money_paths
+    from evidence_graph.queries import money_paths, require_account
 
     with open_graph(settings) as store:
+        graph = settings.effective_graph_url
+        source, target = require_account(store, source, graph), require_account(store, target, graph)
         return money_paths(
             store, source, target, max_hops or settings.trace_hops, window=window, fanout_cap=settings.trace_fanout_cap
         )
@@ -960,18 +963,19 @@ def graph_paths(settings: Settings, source: str, target: str, *, max_hops: int |
 
 def graph_neighborhood(settings: Settings, account: str, *, window: Window = None):
     """``auditflow graph neighborhood``: the account's counterparties, most money first."""
-    from evidence_graph.queries import neighborhood
+    from evidence_graph.queries import neighborhood, require_account
 
     with open_graph(settings) as store:
-        return neighborhood(store, account, window=window)
+        return neighborhood(store, require_account(store, account, settings.effective_graph_url), window=window)
 
 
 def graph_typology(settings: Settings, account: str, *, window: Window = None):
     """``auditflow graph typology``: the typology instances the account takes part in."""
     from evidence_graph import detect_typologies
+    from evidence_graph.queries import require_account
 
     with open_graph(settings) as store:
-        return detect_typologies(store, account, window)
+        return detect_typologies(store, require_account(store, account, settings.effective_graph_url), window)
 
 
 @dataclass(frozen=True)
@@ -1487,7 +1491,10 @@ def stream_and_report(
 ) -> RunResult:
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
     :func:`report_stream`. Raises :class:`CountMismatch` when the job's counts do not balance."""
+    from ingest.amlworld import check_transactions_file
+
     t0 = time.perf_counter() if started is None else started
+    check_transactions_file(data)  # a wrong header, an empty file: one line now, not a job's traceback
     check_report_settings(settings, development_key=development_key)  # refused now, not after the job
     (progress or _no_progress)("stream", 0, None)
     if kafka:

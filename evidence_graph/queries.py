@@ -18,14 +18,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from auditflow.limits import DEFAULT_FANOUT_CAP, MAX_TRACE_HOPS, TRACE_HOP_HORIZON
+from auditflow.errors import NoSuchAccount
 from auditflow.money import usd_cents
-from auditflow.records import AccountActivity
+from auditflow.records import AccountActivity, AccountRef
 from evidence_graph.follow import Budget, follow_money
 from evidence_graph.store import GraphEdge, GraphStore, check_window
 
 #: Most paths :func:`money_paths` returns, and most counterparties :func:`neighborhood` lists.
 MAX_PATHS = 50
 MAX_NEIGHBORS = 200
+
+
+def require_account(store: GraphStore, account: str, graph: str = "") -> str:
+    """``account`` (``BANK/ACCOUNT``) when the graph holds it; :class:`~auditflow.errors.FieldError`
+    when it is not of that form, :class:`~auditflow.errors.NoSuchAccount` when the graph has no
+    such account (``graph`` names the graph in the message)."""
+    node_id = AccountRef.from_node_id(account).node_id
+    if not store.has_node(node_id):
+        raise NoSuchAccount(node_id, graph)
+    return node_id
 
 
 def money_paths(

@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from auditflow.errors import FieldError
+from auditflow.errors import FieldError, InputError
 from auditflow.limits import DEFAULT_EVENT_TIME_WINDOW
 from auditflow.money import CURRENCIES, format_amount, parse_amount
 from auditflow.records import (
@@ -253,6 +253,21 @@ def _no_controls(block: bytes) -> bool:
     if cr and cr != block.count(b"\r\n") + block.endswith(b"\r"):
         return False
     return block.isascii() or _NON_ASCII_CONTROLS.search(block) is None
+
+
+def check_transactions_file(path: str | Path) -> None:
+    """Before a job starts on ``path``: it is an AMLworld transactions CSV with at least one line
+    after its header. :class:`~auditflow.errors.InputError` naming the file when it is missing,
+    empty or a header only; :class:`~auditflow.errors.FieldError` naming its header when that is not
+    the AMLworld one (what a job would find only after starting)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p} is not a file (expected an AMLworld transactions CSV)")
+    if p.stat().st_size == 0:
+        raise InputError(f"{p} is empty: expected an AMLworld transactions CSV, a header ({','.join(HEADER)}) "
+                         "and a line per transfer")
+    if next(read_lines(p), None) is None:
+        raise InputError(f"{p} holds the header and no transfer: nothing to run")
 
 
 def read_lines(file: str | Path | BinaryIO, source: str | None = None, *,

@@ -35,15 +35,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve
 
 from auditflow.features import BASELINE_FEATURES, GRAPH_FEATURE_NAMES, MODEL_FEATURE_DESCRIPTIONS, MODEL_STREAM_FEATURES
-from auditflow.records import TransactionEvent
+from auditflow.records import TransactionEvent, ts_to_wire
 from model_service.scorer import BoosterParams, feature_matrix
-from model_service.training import SPLIT_NAMES, BinaryMetrics, fit_validated, recall_threshold, temporal_split
+from model_service.training import (
+    SPLIT_NAMES,
+    BinaryMetrics,
+    fit_validated,
+    recall_threshold,
+    temporal_split,
+    untrainable,
+)
 
 #: Alerts an investigation team can work, per 10,000 transfers (precision at this budget).
 DEFAULT_ALERT_BUDGET_PER_10K = 20
@@ -170,9 +178,11 @@ def evaluate_models(
     params = params or EVAL_PARAMS
     parts = dict(zip(SPLIT_NAMES, temporal_split(events, split)))
     y = np.array([ev.is_laundering for ev in events], dtype=np.int64)
+    counts = [SimpleNamespace(name=k, n_positive=int(y[i].sum())) for k, i in parts.items()]
     for name, idx in parts.items():
         if y[idx].sum() == 0:
-            raise ValueError(f"{name} split ({idx.size} events) has no laundering events")
+            times = sorted(events[int(i)].timestamp for i in idx)
+            raise untrainable(name, int(idx.size), ts_to_wire(times[0]), ts_to_wire(times[-1]), counts)
     S = _matrix(stream_inputs, MODEL_STREAM_FEATURES, "stream_inputs")
     G = None if graph_rows is None else _matrix(graph_rows, GRAPH_FEATURE_NAMES, "graph_rows")
     base_cols = [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]

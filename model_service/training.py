@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from auditflow.canonical import canonical_sha256
+from auditflow.errors import InputError
 from auditflow.records import TransactionEvent, ts_to_wire
 from model_service.inputs import IDENTITY, MODEL_INPUTS, InputMap
 from model_service.scorer import BoosterParams, GradientBoostedScorer, feature_matrix
@@ -423,7 +424,7 @@ def temporal_split(
         raise ValueError(f"split must be three positive fractions summing to 1, got {split}")
     n = len(events)
     if n == 0:
-        raise ValueError("no events to train on")
+        raise InputError("the set holds no transactions to train on (a header only?)")
     order = np.array(
         sorted(range(n), key=lambda i: (events[i].timestamp, events[i].source_offset, events[i].event_id)),
         dtype=np.int64,
@@ -440,10 +441,24 @@ def temporal_split(
     parts = (order[:c1], order[c1:c2], order[c2:])
     for name, part in zip(SPLIT_NAMES, parts):
         if part.size == 0:
-            raise ValueError(
-                f"{name} split is empty ({n} events over {len(set(minutes.tolist()))} distinct minutes)"
+            raise InputError(
+                f"{name} split is empty ({n} events over {len(set(minutes.tolist()))} distinct minutes): "
+                "a temporal split needs a set covering more time"
             )
     return parts
+
+
+def untrainable(name: str, n: int, start: str, end: str, splits: Sequence[Any]) -> InputError:
+    """Why a set cannot be trained on (a split without laundering) and what to do: names the split,
+    its size and time range, where the set's laundering lies (``splits``: each with ``name`` and
+    ``n_positive``)."""
+    use = {"train": "fit the model", "validation": "choose its thresholds", "test": "measure its recall"}
+    where = ", ".join(f"{x.n_positive} in {x.name}" for x in splits)
+    return InputError(
+        f"the {name} split ({n:,} events, {start} to {end}) holds no laundering transfer, and one is needed to "
+        f"{use.get(name, 'train')} (the set's labelled laundering: {where}); train on a set covering more time or "
+        "holding more laundering, e.g. `auditflow generate --days 8 --laundering-rate 0.01`"
+    )
 
 
 def train_cascade(
@@ -519,13 +534,9 @@ def train_cascade(
     )
     for s in splits:
         if s.n_positive == 0:
-            use = {"train": "fit stage 1", "validation": "choose thresholds", "test": "measure recall"}
-            raise ValueError(
-                f"{s.name} split ({s.n_events} events, {ts_to_wire(s.start)} to {ts_to_wire(s.end)}) "
-                f"has no laundering events; need at least one to {use[s.name]}"
-            )
+            raise untrainable(s.name, s.n_events, ts_to_wire(s.start), ts_to_wire(s.end), splits)
     if splits[0].n_positive == splits[0].n_events:
-        raise ValueError("train split has no legitimate events; stage 1 needs both classes")
+        raise InputError("the train split has no legitimate events; stage 1 needs both classes")
 
     # Stage 1: fast model on stream features.
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
+from auditflow.errors import InputError
 from auditflow.features import MODEL_STREAM_FEATURES, model_inputs
 from auditflow.records import Alert, alert_id_for
 from ingest import synthetic
@@ -189,12 +190,12 @@ def test_too_few_positives_names_the_split():
     def only_before(frac):
         return relabel(lambda i: i < frac * n)
 
-    with pytest.raises(ValueError, match=r"^validation split .* no laundering events.*choose thresholds"):
+    with pytest.raises(InputError, match=r"^the validation split .* holds no laundering transfer.*choose its thresholds"):
         train(only_before(0.55))
-    with pytest.raises(ValueError, match=r"^test split .* no laundering events"):
+    with pytest.raises(InputError, match=r"^the test split .* holds no laundering transfer.*measure its recall"):
         train(only_before(0.78))
     late = relabel(lambda i: i > 0.7 * n)
-    with pytest.raises(ValueError, match=r"^train split .* no laundering events.*fit stage 1"):
+    with pytest.raises(InputError, match=r"^the train split .* holds no laundering transfer.*fit the model"):
         train(late)
     with pytest.raises(ValueError, match="candidate_recall"):
         train(late, candidate_recall=0.0)
