@@ -5,8 +5,9 @@ the cases (:mod:`auditflow_app.cases_api`).
 * **Read-only.** The analyst routes are ``GET`` routes only (anything else is ``405``); they call
   the read paths of the evidence graph and read the run's files. There is no raw Cypher endpoint:
   nothing a caller sends becomes query text -- account ids are validated (``422`` naming the
-  field) and travel as query parameters; an account the graph does not hold is ``404`` ("no such account"). Only the cases routes (``/me``, ``/cases/...``,
-  ``/users``) take ``POST``: each action by a named user, under the workflow's rules.
+  field) and travel as query parameters; an account the graph does not hold is ``404`` ("no such
+  account"). Only the cases routes (``/me``, ``/cases/...``, ``/users``) take ``POST``: each
+  action by a named user, under the workflow's rules.
 * **Tokens.** Every route but ``/health`` and the web view's static files (``/view/``, below)
   needs ``Authorization: Bearer <token>``: one of ``AUDITFLOW_ANALYST_TOKENS_FILE``'s, compared
   in constant time against every configured token (:func:`hmac.compare_digest`), or the token of
