@@ -1019,11 +1019,18 @@ def verify(
 ) -> None:
     """Check every report against its manifest, each signature, each report's inclusion in the
     Merkle audit log, that every logged file exists, and the log against its signed tree head
-    (and --tree-head). Names each failure; exits 1 on any."""
+    (and --tree-head), and the cases log. The root cause first (a rewritten log entry), then each
+    kind of failure once with its count and every item it names; exits 1 on any."""
     from reports.signing import SigningKeyError
 
     settings = _settings()
     reports_dir = _existing_dir(reports_dir or settings.out_dir / flow.REPORTS_DIRNAME, "reports folder")
+    if not allow_dev_key and not len(flow.trusted_keys(settings)):
+        raise _fail(
+            "no trusted public key to check signatures with: set AUDITFLOW_TRUSTED_KEYS_FILE (a published keyring) "
+            "or AUDITFLOW_SIGNING_KEY_FILE; the demo's reports: --allow-dev-key",
+            code=2,
+        )
     try:
         result = flow.verify_reports(settings, reports_dir, tree_head_file=tree_head, allow_dev_key=allow_dev_key)
     except (SigningKeyError, ValueError) as e:
@@ -1036,21 +1043,22 @@ def verify(
     summary = f"{result.reports} reports, {result.files} files, audit log of {result.log_size} entries" + (
         f", consistent with {tree_head}" if tree_head and result.ok else ""
     )
-    findings = [(f.item, f.problem) for f in result.findings]
+    groups = result.grouped()
     if case_flow.cases_store_exists(settings):  # the case histories: the cases log (auditflow case verify)
         cases = case_flow.verify_cases(settings, allow_dev_key=allow_dev_key)
         summary += f", cases log of {cases.entries} entries ({cases.cases} cases)"
-        findings += [("cases log", p) for p in cases.problems]
-    if not findings:
+        groups += [("cases log", p, 1) for p in cases.problems]
+    if not groups:
         console.print(f"verified: {summary}", soft_wrap=True, highlight=False)
         return
-    table = Table(
-        "item", "what failed", title=f"verify {reports_dir}: {len(findings)} problem(s)", title_justify="left"
-    )
-    for item, problem in findings:
-        table.add_row(item, problem)
-    console.print(table)
-    console.print(f"[red]FAILED[/red]: {summary}; {len(findings)} problem(s)", soft_wrap=True, highlight=False)
+    problems = sum(n for _, _, n in groups)
+    for cause in result.causes:
+        console.print(f"[red]root cause[/red]: {cause}", soft_wrap=True, highlight=False)
+    if result.causes:
+        console.print("what follows from it:", highlight=False)
+    for items, problem, n in groups:
+        console.print(f"  {items}: {problem}" + (f" ({n}x)" if n > 1 else ""), soft_wrap=True, highlight=False)
+    console.print(f"[red]FAILED[/red]: {summary}; {problems} problem(s)", soft_wrap=True, highlight=False)
     raise typer.Exit(code=1)
 
 

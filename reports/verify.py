@@ -17,6 +17,15 @@ log entry and what failed; an empty list means every check passed:
   inclusion proof verifies against the signed root;
 * every other file of the folder belongs to a logged report (a PDF or manifest nobody logged,
   e.g. a swapped-in copy, is reported).
+
+**The root cause first.** One edited log line makes every inclusion proof fail and can orphan
+every report after it; those findings are consequences. Each trusted manifest records its log
+index, and a report's log entry is a function of its manifest alone
+(:func:`reports.store.entry_payload`), so the entry each manifest vouches for is rebuilt and
+compared with the line at its index: a line that differs is a **cause** (``log entry 50 was
+rewritten``). Where the log with those lines restored gives the signed tree head's root again,
+nothing else in it was changed, and the cause says so. :meth:`VerifyResult.grouped` folds
+repeated findings into one line with a count.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ class VerifyResult:
     reports: int = 0  # report entries checked
     files: int = 0  # report files hashed
     findings: list[Finding] = field(default_factory=list)
+    causes: list[Finding] = field(default_factory=list)  # what the findings follow from, where found
 
     @property
     def ok(self) -> bool:
@@ -65,6 +75,83 @@ class VerifyResult:
 
     def add(self, item: str, problem: str) -> None:
         self.findings.append(Finding(item, problem))
+
+    def grouped(self) -> list[tuple[str, str, int]]:
+        """The findings as (items, problem, count): those with the same problem folded into one,
+        their items listed (``log entries 0-59``), in the order each problem first appeared."""
+        by_problem: dict[str, list[str]] = {}
+        for f in self.findings:
+            by_problem.setdefault(f.problem, []).append(f.item)
+        return [(_items(items), problem, len(items)) for problem, items in by_problem.items()]
+
+
+def _items(items: list[str]) -> str:
+    """``log entry 3``, ``log entry 4``, ``log entry 5`` -> ``log entries 3-5``; other items as
+    they are (all of them: nothing is cut)."""
+    entries = sorted(int(i.rsplit(" ", 1)[1]) for i in items if i.startswith("log entry "))
+    others = [i for i in items if not i.startswith("log entry ")]
+    if len(entries) <= 1:
+        return ", ".join(items)
+    runs, start = [], entries[0]
+    for a, b in zip(entries, [*entries[1:], None]):
+        if b != a + 1:
+            runs.append(f"{start}-{a}" if a != start else f"{a}")
+            start = b if b is not None else start
+    return ", ".join([f"log entries {', '.join(runs)}", *others])
+
+
+def diagnose(directory: Path, keyring: Keyring, head: TreeHead | None) -> list[Finding]:
+    """The log entries the trusted manifests say were rewritten or removed (see the module
+    docstring), each confirmed, where the signed head allows, by the root the restored log gives."""
+    from reports.audit_log import entry_line
+    from reports.merkle import MerkleTree, leaf_hash
+    from reports.store import entry_payload
+
+    log_path = directory / LOG_NAME
+    try:
+        raw = log_path.read_bytes().split(b"\n")[:-1]
+    except FileNotFoundError:
+        return []
+    vouched: dict[int, tuple[str, bytes]] = {}
+    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):
+        m, problems = read_manifest(path)
+        if m is None or problems or manifest_problem(m, keyring) is not None or m.log_index < 0:
+            continue  # only a trusted manifest vouches for an entry
+        kind = "period_report" if m.kind == "period" else "report"
+        line = entry_line(m.log_index, kind, entry_payload(m, path.name, sha256_hex(path.read_bytes())))
+        vouched.setdefault(m.log_index, (path.name, line))
+    position = {line: i for i, line in enumerate(raw)}
+    causes, restored, moved = [], list(raw), []
+    vouched_lines = {line for _, line in vouched.values()}
+    for index, (name, line) in sorted(vouched.items()):
+        if index < len(raw) and raw[index] == line:
+            continue
+        if line in position:  # the entry is in the log, elsewhere: lines were removed, inserted or swapped
+            moved.append((index, position[line]))
+        elif index < len(raw) and raw[index] not in vouched_lines:
+            causes.append(Finding(f"log entry {index}", f"was rewritten: it is not the entry the signed manifest "
+                                                        f"{name} records there"))
+        else:
+            causes.append(Finding(f"log entry {index}", f"was removed: the signed manifest {name} records its report "
+                                                        "there and the log holds it nowhere"))
+        if index < len(restored):
+            restored[index] = line
+    if moved:
+        shifts = sorted({p - i for i, p in moved})
+        where = "; ".join(f"{i} on line {p + 1} (its place: line {i + 1})" for i, p in moved[:10]) + (
+            " ..." if len(moved) > 10 else ""
+        )
+        why = ("a line before them was removed or one inserted" if len(shifts) == 1 and not any(
+            c.problem.startswith("was rewritten") for c in causes) else "the log was reordered")
+        causes.append(Finding(_items([f"log entry {i}" for i, _ in moved]),
+                              f"{'is' if len(moved) == 1 else 'are'} out of place ({why}): {where}"))
+    if causes and head is not None and head.problem(keyring) is None and head.tree_size == len(raw):
+        tree = MerkleTree([leaf_hash(r) for r in restored])
+        if tree.root().hex() == head.root_hash:
+            causes = [Finding(c.item, c.problem + "; with the entries the manifests record restored the log gives "
+                                                  "the signed root again: nothing else in the log was changed")
+                      for c in causes]
+    return causes
 
 
 def _payload_shape(payload: dict) -> str | None:
@@ -197,4 +284,6 @@ def verify_reports(directory: str | Path, keyring: Keyring, *, tree_head: TreeHe
             continue
         what = "manifest" if name.endswith(MANIFEST_SUFFIX) else "file"
         res.add(name, f"{what} not in the audit log (written outside it, or put there)")
+    if res.findings:
+        res.causes = diagnose(directory, keyring, head)
     return res

@@ -147,13 +147,16 @@ def test_money_round_trips_exactly_csv_json_report(demo_out: Path) -> None:
 
 def test_reports_verify(demo_out: Path) -> None:
     # the demo signs with the public development key: verify trusts it only when told to
+    env = {**os.environ, "AUDITFLOW_OUT_DIR": str(demo_out)}
+    env.pop("AUDITFLOW_SIGNING_KEY_FILE", None)
+    env.pop("AUDITFLOW_TRUSTED_KEYS_FILE", None)
     proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "verify", str(demo_out / "reports")],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and "development key" in " ".join(proc.stdout.split())
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "--allow-dev-key" in proc.stdout and len(proc.stdout.splitlines()) == 1
     proc = subprocess.run([sys.executable, "-m", "auditflow_app.cli", "verify", "--allow-dev-key", str(demo_out / "reports")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "verified: " in proc.stdout
+    assert "verified: " in proc.stdout and "cases log of" in proc.stdout
 
 
 def test_demo_opens_a_case_per_subject_and_every_case_files_a_valid_sar(demo_out: Path, tmp_path: Path) -> None:

@@ -271,6 +271,7 @@ def reports_dir(tmp_path, monkeypatch) -> Path:
 
     signer = generate_key_file(tmp_path / "signing.pem")
     monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path / "out"))  # no cases store of another run
     out = tmp_path / "reports"
     make_reports_folder(out, 2, signer=signer)
     return out
@@ -360,3 +361,38 @@ def test_run_counts_balance_on_a_memory_graph(model_dir, tmp_path, monkeypatch):
     alerts = [json.loads(x) for x in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()]
     timed = [a for a in alerts if a["deep_ms"] is not None]
     assert len(timed) == 1 and timed[0]["report"] and timed[0]["deep_ms"] > 0
+
+
+def test_verify_names_the_root_cause_first_and_folds_the_rest(tmp_path, monkeypatch):
+    from reports.signing import generate_key_file
+    from reports.testing import make_reports_folder
+
+    signer = generate_key_file(tmp_path / "signing.pem")
+    monkeypatch.setenv("AUDITFLOW_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(tmp_path / "out"))
+    out = tmp_path / "reports"
+    make_reports_folder(out, 12, signer=signer)
+    log = out / "audit_log.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    i = lines[5].index(b"tx-") + 5
+    lines[5] = lines[5][:i] + (b"9" if lines[5][i:i + 1] != b"9" else b"8") + lines[5][i + 1:]
+    log.write_bytes(b"\n".join(lines))
+    result = runner.invoke(cli.app, ["verify", str(out)])
+    assert result.exit_code == 1
+    shown = result.output.splitlines()
+    assert shown[0].startswith("root cause: log entry 5: was rewritten: it is not the entry the signed manifest "
+                               "alert-tx-0000000000000005.manifest.json records there"), shown[:3]
+    assert shown[1] == "what follows from it:"
+    assert "  log entries 0-11: inclusion proof does not verify against the signed tree head (12x)" in shown
+    assert len(shown) < 12  # 16 problems, folded: each kind of failure once, nothing cut (no line wraps)
+
+
+def test_verify_without_any_trusted_key_is_one_line(reports_dir, monkeypatch):
+    monkeypatch.delenv("AUDITFLOW_SIGNING_KEY_FILE")
+    monkeypatch.delenv("AUDITFLOW_TRUSTED_KEYS_FILE", raising=False)
+    result = runner.invoke(cli.app, ["verify", str(reports_dir)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: no trusted public key to check signatures with: set AUDITFLOW_TRUSTED_KEYS_FILE (a published "
+        "keyring) or AUDITFLOW_SIGNING_KEY_FILE; the demo's reports: --allow-dev-key"
+    ]

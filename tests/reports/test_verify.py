@@ -96,3 +96,69 @@ def test_a_later_run_extends_the_kept_head(folder, pristine):
     res = verify_reports(folder, KEYRING, tree_head=TreeHead.load(pristine[1]))
     assert res.ok, res.findings
     assert res.log_size == 5
+
+
+# ---------------------------------------------------------------------------- the root cause first
+
+
+@pytest.fixture(scope="module")
+def twelve(tmp_path_factory):
+    d = tmp_path_factory.mktemp("twelve") / "reports"
+    make_reports_folder(d, 12)
+    return d
+
+
+def _tampered(twelve, tmp_path, change):
+    d = tmp_path / "reports"
+    shutil.copytree(twelve, d)
+    log = d / "audit_log.jsonl"
+    lines = log.read_bytes().split(b"\n")[:-1]
+    change(lines)
+    log.write_bytes(b"".join(line + b"\n" for line in lines))
+    return verify_reports(d, KEYRING)
+
+
+def _edit_a_digit(lines):  # one byte of entry 5, the line still canonical JSON
+    i = lines[5].index(b"tx-") + 5
+    lines[5] = lines[5][:i] + (b"9" if lines[5][i:i + 1] != b"9" else b"8") + lines[5][i + 1:]
+
+
+def test_one_edited_byte_is_named_as_the_cause_and_the_rest_folds(twelve, tmp_path):
+    res = _tampered(twelve, tmp_path, _edit_a_digit)
+    assert [c.item for c in res.causes] == ["log entry 5"]
+    assert res.causes[0].problem.startswith("was rewritten: it is not the entry the signed manifest "
+                                            "alert-tx-0000000000000005.manifest.json records there")
+    assert res.causes[0].problem.endswith("nothing else in the log was changed")
+    groups = res.grouped()
+    assert ("log entries 0-11", "inclusion proof does not verify against the signed tree head", 12) in groups
+    assert sum(n for _, _, n in groups) == len(res.findings)  # folded, none lost
+    assert len(groups) < len(res.findings) / 2
+
+
+def test_a_line_made_non_canonical_is_the_cause(twelve, tmp_path):
+    res = _tampered(twelve, tmp_path, lambda lines: lines.__setitem__(5, lines[5].replace(b'":', b'": ', 1)))
+    assert [c.item for c in res.causes] == ["log entry 5"] and "nothing else" in res.causes[0].problem
+
+
+def test_a_removed_line_and_swapped_lines_are_named(twelve, tmp_path):
+    res = _tampered(twelve, tmp_path / "removed", lambda lines: lines.__delitem__(5))
+    assert [c.item for c in res.causes] == ["log entry 5", "log entries 6-11"]
+    assert res.causes[0].problem.startswith("was removed")
+    assert "a line before them was removed or one inserted" in res.causes[1].problem
+
+    def swap(lines):
+        lines[5], lines[6] = lines[6], lines[5]
+
+    res = _tampered(twelve, tmp_path / "swapped", swap)
+    assert [c.item for c in res.causes] == ["log entries 5-6"]
+    assert "the log was reordered" in res.causes[0].problem and "nothing else" in res.causes[0].problem
+
+
+def test_an_untrusted_manifest_vouches_for_nothing(twelve, tmp_path):
+    d = tmp_path / "reports"
+    shutil.copytree(twelve, d)
+    log = d / "audit_log.jsonl"
+    lines = log.read_bytes().split(b"\n")[:-1]
+    _edit_a_digit(lines)
+    log.write_bytes(b"".join(line + b"\n" for line in lines))
+    assert verify_reports(d, Keyring()).causes == []
