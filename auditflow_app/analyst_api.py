@@ -414,9 +414,10 @@ def alerts_router(api: Analyst) -> APIRouter:
 
     @router.get("/alerts")
     async def alerts(offset: Offset = 0, limit: Limit | None = None):
-        """The run's alerts (``OUT_DIR/alerts.jsonl``), in file order."""
+        """The run's alerts (``OUT_DIR/alerts.jsonl``), in file order, without the ground-truth label."""
         limit = api.check_limit(limit)
-        return _page(await api.run(lambda _: read_json_lines(api.paths.alerts, missing_ok=True)), offset, limit)
+        rows = await api.run(lambda _: read_json_lines(api.paths.alerts, missing_ok=True))
+        return _page([views.alert_view(r) for r in rows], offset, limit)
 
     return router
 

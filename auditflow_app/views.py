@@ -11,7 +11,7 @@ the evidence (the web view's data) carries exact integer ``units`` as a string o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from auditflow.money import CURRENCIES, Money
@@ -24,6 +24,19 @@ if TYPE_CHECKING:
 
 #: How the path and counterparty views write a time (to the minute).
 MINUTE = "%Y-%m-%dT%H:%M"
+
+
+def alert_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's alert row as analysts see it: everything but the transfer's ground-truth label
+    (``is_laundering``: the answer key of a labelled data set, for evaluation only).
+
+    >>> alert_view({"alert_id": "a", "event": {"event_id": "e", "is_laundering": True}})
+    {'alert_id': 'a', 'event': {'event_id': 'e'}}
+    """
+    out = dict(row)
+    if isinstance(out.get("event"), Mapping):
+        out["event"] = {k: v for k, v in out["event"].items() if k != "is_laundering"}
+    return out
 
 
 def transfer_view(e: GraphEdge) -> dict[str, Any]:

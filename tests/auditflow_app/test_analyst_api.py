@@ -200,3 +200,21 @@ def test_a_query_takes_in_what_the_stream_job_appended(settings, tmp_path) -> No
     writer.flush()
     page = client.get("/paths", params=params, headers=auth()).json()
     assert [[e["event_id"] for e in p] for p in page["items"]] == [["fo3", "on", "late"]]
+
+
+def test_alerts_never_show_the_ground_truth_label(settings) -> None:
+    """A labelled data set's answer key stays in evaluation: /alerts drops ``is_laundering``,
+    whatever it was, and keeps every other field of the row."""
+    import dataclasses
+
+    event = dataclasses.replace(EVENTS[0], is_laundering=True)
+    alert = Alert(alert_id_for(event.event_id), event, 0.9, 0.5, "sha256:test", ())
+    row = {**alert.to_dict(), "tier": "critical"}
+    RunPaths.under(settings.out_dir).alerts.write_text(json.dumps(row) + "\n")
+    store = NetworkxGraphStore()
+    store.add_transactions(EVENTS)
+    body = TestClient(create_app(settings, store)).get("/alerts", headers=auth()).json()
+    assert "is_laundering" not in json.dumps(body) and "is_laundering" in json.dumps(row)
+    (got,) = body["items"]
+    expected = {**row, "event": {k: v for k, v in row["event"].items() if k != "is_laundering"}}
+    assert got == expected
