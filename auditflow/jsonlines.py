@@ -39,16 +39,17 @@ def json_line(record: Any) -> str:
     return (record if isinstance(record, str) else json.dumps(record, sort_keys=True, separators=(",", ":"))) + "\n"
 
 
-def open_json_lines(path: str | Path) -> IO[str]:
+def open_json_lines(path: str | Path, *, append: bool = False) -> IO[str]:
     """``path`` opened to write JSON lines into (UTF-8, ``"\n"`` as written), for a writer that
     streams records one at a time (:func:`json_line`) alongside other work."""
-    return open(path, "w", encoding="utf-8", newline="\n")
+    return open(path, "a" if append else "w", encoding="utf-8", newline="\n")
 
 
-def write_json_lines(path: str | Path, records: Iterable[Any]) -> int:
-    """Write one :func:`json_line` per record (streams ``records``); returns how many."""
+def write_json_lines(path: str | Path, records: Iterable[Any], *, append: bool = False) -> int:
+    """Write one :func:`json_line` per record (streams ``records``; after what the file holds
+    where ``append``); returns how many."""
     n = 0
-    with open_json_lines(path) as fh:
+    with open_json_lines(path, append=append) as fh:
         for r in records:
             fh.write(json_line(r))
             n += 1

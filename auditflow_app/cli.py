@@ -481,12 +481,18 @@ def run(
     model_dir: Annotated[Optional[Path], typer.Option(help="[default: OUT_DIR/model]")] = None,
     out: Annotated[Optional[Path], typer.Option(help="[default: AUDITFLOW_OUT_DIR, else out]")] = None,
     max_reports: Optional[int] = None,
+    append: Annotated[
+        bool, typer.Option("--append", help="add to the run folder's run of the same source (a grown file)")
+    ] = False,
 ) -> None:
-    """Stream a file through the job, then the deep path: alerts, traces, SHAP and PDF reports."""
+    """Stream a file through the job, then the deep path: alerts, traces, SHAP and PDF reports. A
+    run folder holds one data set: a second run into it is refused unless --append with its source."""
     settings = _settings(out_dir=out)
     model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
     result = _run_with_progress(
-        lambda progress: flow.stream_and_report(data, model_dir, settings, max_reports=max_reports, progress=progress)
+        lambda progress: flow.stream_and_report(
+            data, model_dir, settings, max_reports=max_reports, progress=progress, append=append
+        )
     )
     _print_run(result)
 

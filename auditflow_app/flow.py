@@ -1301,6 +1301,54 @@ class RunPaths:
         )
 
 
+RUN_FILE = "run.json"
+RUN_SCHEMA = "auditflow.run/1"
+
+
+def claim_run_folder(settings: Settings, data: str | Path, *, append: bool = False) -> dict[str, Any]:
+    """The run folder (``OUT_DIR``) for a run of ``data``, before its job starts: a folder belongs
+    to one data set (``run.json``: its run id, its source, each run into it). A second run is
+    refused unless ``append`` and the same source (then its alerts, rejects and reports join the
+    folder's); a folder with a run's output but no ``run.json`` is refused too. Returns the record,
+    written."""
+    from auditflow.canonical import canonical_sha256
+    from auditflow.errors import InputError
+
+    out = settings.out_dir
+    path = out / RUN_FILE
+    source = str(Path(data).resolve())
+    this = {"input_sha256": sha256_file(data)}
+    if path.exists():
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if not append:
+            raise InputError(
+                f"{out} already holds run {rec['run_id']} of {rec['source']}: a second run there would mix its output "
+                "with this one's; run into another folder (--out or AUDITFLOW_OUT_DIR), or add to this run with "
+                "--append (its source only)"
+            )
+        if rec["source"] != source:
+            raise InputError(
+                f"--append: {out} holds run {rec['run_id']} of {rec['source']}, not of {source}: a run folder belongs "
+                "to one data set; run into another folder"
+            )
+        rec["runs"].append(this)
+    else:
+        paths = RunPaths.under(out)
+        found = [p.name for p in (paths.alerts, paths.rejects, out / "graph.jsonl", paths.reports_dir) if p.exists()]
+        if found:
+            raise InputError(
+                f"{out} holds a run's output ({', '.join(found)}) but no {RUN_FILE} (an earlier auditflow wrote it): "
+                "run into another folder"
+            )
+        run_id = "run-" + canonical_sha256({"source": source, **this})[:12]
+        rec = {"schema": RUN_SCHEMA, "run_id": run_id, "source": source, "runs": [this]}
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return rec
+
+
 class CountMismatch(RuntimeError):
     """The stream job's counts do not balance: records in != processed + rejected + late +
     duplicate.
@@ -1421,19 +1469,25 @@ def report_stream(
     started: float | None = None,
     progress: ProgressFn | None = None,
     development_key: bool = False,
+    append: bool = False,
 ) -> RunResult:
     """After the stream job: write its rejects and fast-path alerts, check the counts, run the
     deep path (reports under ``out_dir/reports``), write ``alerts.jsonl`` and
-    ``run_summary.json``. ``laundering_ids`` default to the file's own labels."""
+    ``run_summary.json``. ``laundering_ids`` default to the file's own labels. ``append``: the
+    rejects and alerts go after the folder's (a run added to its source's run folder)."""
     t0 = time.perf_counter() if started is None else started
     progress = progress or _no_progress
     paths = RunPaths.under(settings.out_dir)
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_lines(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]))
-    write_json_lines(paths.fast_alerts, ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates))
+    write_json_lines(paths.rejects, (r.to_json() for r in [*stream.rejects, *stream.late]), append=append)
+    write_json_lines(
+        paths.fast_alerts,
+        ({"event": ev.to_dict(), "features": feats} for ev, feats in stream.candidates),
+        append=append,
+    )
     if stream.drift_records or stream.drift_alerts:
-        write_json_lines(paths.drift_scores, stream.drift_records)
-        write_json_lines(paths.drift_alerts, stream.drift_alerts)
+        write_json_lines(paths.drift_scores, stream.drift_records, append=append)
+        write_json_lines(paths.drift_alerts, stream.drift_alerts, append=append)
     check_counts(stream, paths)
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
@@ -1467,6 +1521,7 @@ def report_stream(
             }
             for c in cases
         ),
+        append=append,
     )
     from auditflow_app.case_flow import open_cases
 
@@ -1488,14 +1543,17 @@ def stream_and_report(
     started: float | None = None,
     progress: ProgressFn | None = None,
     development_key: bool = False,
+    append: bool = False,
 ) -> RunResult:
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
-    :func:`report_stream`. Raises :class:`CountMismatch` when the job's counts do not balance."""
+    :func:`report_stream`, in a run folder of its own (:func:`claim_run_folder`; ``append``: added
+    to its source's). Raises :class:`CountMismatch` when the job's counts do not balance."""
     from ingest.amlworld import check_transactions_file
 
     t0 = time.perf_counter() if started is None else started
-    check_transactions_file(data)  # a wrong header, an empty file: one line now, not a job's traceback
     check_report_settings(settings, development_key=development_key)  # refused now, not after the job
+    check_transactions_file(data)  # a wrong header, an empty file: one line now, not a job's traceback
+    claim_run_folder(settings, data, append=append)  # one data set a folder: nothing mixed
     (progress or _no_progress)("stream", 0, None)
     if kafka:
         stream = run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)
@@ -1511,6 +1569,7 @@ def stream_and_report(
         started=t0,
         progress=progress,
         development_key=development_key,
+        append=append,
     )
 
 

@@ -22,7 +22,7 @@ from auditflow.records import EvidenceTrace, RejectedRecord, TransactionEvent
 from auditflow_app.settings import Settings
 from auditflow.version import SOURCE_ROOT, code_version
 from evidence_graph import open_store
-from ingest.amlworld import read_transactions
+from ingest.amlworld import HEADER, read_transactions
 from ingest.synthetic import generate, write_dataset
 
 REJECTS = [
@@ -71,7 +71,7 @@ def test_the_cli_reports_a_count_mismatch_and_exits_1(tmp_path, monkeypatch):
     monkeypatch.setattr(flow, "run_stream", lambda data, model_dir, settings: stream_of(5, 1))
     (tmp_path / "model").mkdir()
     data = tmp_path / "in.csv"
-    data.write_text("header\n")
+    data.write_text(",".join(HEADER) + "\nnot a transfer\n")  # the job is stood in for: only its counts matter
     result = CliRunner().invoke(cli.app, ["run", str(data), "--model-dir", str(tmp_path / "model"),
                                           "--out", str(tmp_path / "run")])
     assert result.exit_code == 1
@@ -349,3 +349,38 @@ def test_the_narrative_tier_narrates_the_alerts_at_its_score_and_only_those(tmp_
         else:
             assert "narrative_model_digest" not in extra
             assert narrative_from_pdf_text(text) == narrative_from_pdf_text(template_text)
+
+
+# ---------------------------------------------------------------------------- one data set a run folder
+
+
+def test_a_run_folder_belongs_to_one_data_set(tmp_path, model_dir, live):
+    """The first run claims its folder (run.json); a second run is refused -- another file always,
+    its own source unless --append; appended, its alerts and rejects follow the first run's and
+    the folder records both runs; a folder with a run's output but no run.json is refused."""
+    from auditflow.errors import InputError
+
+    settings = Settings(out_dir=tmp_path / "run", seed=3)
+    flow.claim_run_folder(settings, live)
+    first = flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=0)
+    alerts = settings.out_dir / "alerts.jsonl"
+    n_first = len(alerts.read_text().splitlines())
+    assert n_first == len(first.cases) > 0
+    record = json.loads((settings.out_dir / "run.json").read_text())
+    assert record["source"] == str(live.resolve()) and len(record["runs"]) == 1
+    other = tmp_path / "other.csv"
+    other.write_bytes(live.read_bytes())
+    for data, append, words in ((live, False, "already holds run " + record["run_id"]),
+                                (other, False, "--append"), (other, True, f"not of {other.resolve()}")):
+        with pytest.raises(InputError, match=re.escape(words)):
+            flow.claim_run_folder(settings, data, append=append)
+    assert json.loads((settings.out_dir / "run.json").read_text()) == record  # a refusal changes nothing
+    flow.claim_run_folder(settings, live, append=True)
+    flow.report_stream(reference_stream(live, model_dir, settings), live, model_dir, settings, max_reports=0,
+                       append=True)
+    assert len(alerts.read_text().splitlines()) == 2 * n_first
+    assert len(flow.RunPaths.under(settings.out_dir).rejects.read_text().splitlines()) == 2  # the bad line, twice
+    assert len(json.loads((settings.out_dir / "run.json").read_text())["runs"]) == 2
+    (settings.out_dir / "run.json").unlink()  # as an earlier auditflow left a folder
+    with pytest.raises(InputError, match="holds a run's output .*alerts.jsonl.* but no run.json"):
+        flow.claim_run_folder(settings, live)

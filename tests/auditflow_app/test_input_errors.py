@@ -22,12 +22,16 @@ from evidence_graph import NetworkxGraphStore
 from evidence_graph.testing import T0, tx
 from ingest.amlworld import HEADER, write_transactions
 from model_service.training import temporal_split, untrainable
+from reports.signing import generate_key_file
 
 ROOT = Path(__file__).parents[2]
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "AUDITFLOW_OUT_DIR": str(tmp_path / "out"),
+    key = tmp_path / "signing.pem"
+    if not key.exists():
+        generate_key_file(key)  # run checks its settings first: these tests are about the data
+    env = {**os.environ, "AUDITFLOW_OUT_DIR": str(tmp_path / "out"), "AUDITFLOW_SIGNING_KEY_FILE": str(key),
            "AUDITFLOW_GRAPH_URL": f"embedded:{tmp_path / 'graph.jsonl'}", "COLUMNS": "60"}
     return subprocess.run([sys.executable, "-m", "auditflow_app.cli", *args], capture_output=True, text=True,
                           timeout=120, env=env, cwd=tmp_path)
