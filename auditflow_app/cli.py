@@ -956,7 +956,7 @@ def report(
             res = flow.report_alert(settings, target, profile=profile)
     except ProfileError as e:
         raise _fail(f"{e}: set AUDITFLOW_REPORT_INSTITUTION and AUDITFLOW_REPORT_CONTACT", code=2) from None
-    except (LookupError, SigningKeyError, DevelopmentKeyRefused) as e:
+    except (LookupError, SigningKeyError, DevelopmentKeyRefused, InputError) as e:
         raise _fail(str(e).strip("'\""), code=2) from None
     except ValueError as e:
         raise _fail(str(e)) from None
@@ -971,25 +971,31 @@ app.add_typer(schedule_app, name="schedule")
 def schedule_run(
     now: Annotated[Optional[str], typer.Option(help="YYYY-MM-DDTHH:MM, UTC [default: the clock]")] = None,
     out: Annotated[Optional[Path], typer.Option(help="run folder [default: AUDITFLOW_OUT_DIR, else out]")] = None,
+    catch_up: Annotated[
+        bool, typer.Option("--catch-up", help="write more than AUDITFLOW_SCHEDULE_MAX_CATCHUP periods at once")
+    ] = False,
 ) -> None:
     """Write the daily and weekly summaries (AUDITFLOW_SCHEDULE_DAILY / _WEEKLY) of every period
-    that has ended and has none yet, oldest first: catches up after downtime, idempotent per period."""
+    that has ended, that the processed data covers, and that has none yet, oldest first: catches up
+    after downtime, idempotent per period; each states the transfers it saw, first, last and gaps."""
     from reports.signing import DevelopmentKeyRefused, SigningKeyError
 
     settings = _settings(out_dir=out)
     when = _when(now, "--now") if now is not None else None
     try:
-        res = flow.run_schedule(settings, when)
-    except (SigningKeyError, DevelopmentKeyRefused) as e:
+        res = flow.run_schedule(settings, when, catch_up=catch_up)
+    except (SigningKeyError, DevelopmentKeyRefused, InputError) as e:
         raise _fail(str(e), code=2) from None
-    if res.start is None:
-        console.print("nothing to schedule: no alerts and no AUDITFLOW_SCHEDULE_START", highlight=False)
-        return
-    if not res.reports:
+    cov = res.coverage
+    span = f"the processed data runs from {cov.first:%Y-%m-%d %H:%M} to {cov.last:%Y-%m-%d %H:%M}"
+    if res.uncovered:
         console.print(
-            f"up to date: every period from {res.start:%Y-%m-%d %H:%M} to {res.now:%Y-%m-%d %H:%M} has its summary",
+            f"{res.uncovered} ended period(s) the data does not cover were not written ({span})",
+            soft_wrap=True,
             highlight=False,
         )
+    if not res.reports:
+        console.print(f"up to date: every period {span} covers has its summary", soft_wrap=True, highlight=False)
         return
     table = Table(
         "period", "alerts", "status", "file", title=f"schedule run up to {res.now:%Y-%m-%d %H:%M}", title_justify="left"

@@ -1177,7 +1177,9 @@ class PeriodReportResult:
     tree_size: int = 0
 
 
-def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[list[PeriodReportResult], int]:
+def _publish_periods(
+    settings: Settings, periods: list, alerts: list, coverage: Any
+) -> tuple[list[PeriodReportResult], int]:
     from pipelines.drift_views import period_drift_figures, read_drift_records
     from reports.period_report import prepare_period_report
     from reports.store import ReportStore
@@ -1190,7 +1192,7 @@ def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[l
     for period in periods:
         figures = period_drift_figures(drift, period.start, period.end) if drift else None
         stem, contents, unsigned = prepare_period_report(
-            period, alerts, code_version=code_version(), seed=settings.seed, drift=figures
+            period, alerts, code_version=code_version(), seed=settings.seed, drift=figures, seen=coverage.within(period)
         )
         pub = store.publish(stem, contents, unsigned)
         done.append(
@@ -1205,12 +1207,42 @@ def _publish_periods(settings: Settings, periods: list, alerts: list) -> tuple[l
     return done, head.tree_size
 
 
-def report_period(settings: Settings, start: datetime, end: datetime) -> PeriodReportResult:
+def processed_coverage(settings: Settings):
+    """What the run folder's processed data covers (:class:`reports.coverage.Coverage`);
+    :class:`~auditflow.errors.InputError` when no run processed data there."""
+    from auditflow.errors import InputError
+    from reports.coverage import Coverage
+
+    coverage = Coverage.load(RunPaths.under(settings.out_dir).coverage)
+    if coverage is None or coverage.first is None:
+        raise InputError(
+            f"{settings.out_dir} holds no processed data (no coverage.json: run `auditflow run` there first): "
+            "a summary states only what the data covers"
+        )
+    return coverage
+
+
+def report_period(
+    settings: Settings, start: datetime, end: datetime, now: datetime | None = None
+) -> PeriodReportResult:
     """``auditflow report period --from --to``: the compliance summary of the alerts whose event
-    time is in ``[start, end)`` (write-once: the same alerts give the same file, no new entry)."""
+    time is in ``[start, end)`` (write-once: the same alerts give the same file, no new entry).
+    Refused for a period that has not ended by ``now`` (default: the clock) or that the processed
+    data does not cover (:mod:`reports.coverage`)."""
+    from auditflow.errors import InputError
     from reports.schedule import Period
 
-    (res,), size = _publish_periods(settings, [Period("range", start, end)], load_period_alerts(settings))
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    period = Period("range", start, end)
+    if end > now:
+        raise InputError(f"--to {end:%Y-%m-%d %H:%M}: the period has not ended ({now:%Y-%m-%d %H:%M} UTC now)")
+    coverage = processed_coverage(settings)
+    if not coverage.covers(period):
+        raise InputError(
+            f"the processed data runs from {coverage.first:%Y-%m-%d %H:%M} to {coverage.last:%Y-%m-%d %H:%M}: it does "
+            f"not cover {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}, so no summary of it is signed"
+        )
+    (res,), size = _publish_periods(settings, [period], load_period_alerts(settings), coverage)
     return PeriodReportResult(res.period_id, res.status, res.pdf, res.alerts, size)
 
 
@@ -1222,26 +1254,29 @@ class ScheduleResult:
     start: datetime | None
     reports: list[PeriodReportResult]
     tree_size: int
+    coverage: Any = None  # reports.coverage.Coverage of the processed data
+    uncovered: int = 0  # ended periods without a summary that the data does not cover (not written)
 
     @property
     def written(self) -> int:
         return sum(1 for r in self.reports if r.status != "unchanged")
 
 
-def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleResult:
+def run_schedule(settings: Settings, now: datetime | None = None, *, catch_up: bool = False) -> ScheduleResult:
     """Every scheduled period (``AUDITFLOW_SCHEDULE_DAILY`` / ``_WEEKLY``) that has ended by ``now``
-    (default: the clock, UTC) and has no summary in the audit log yet, oldest first, from
-    ``AUDITFLOW_SCHEDULE_START`` (default: the first alert's period): after downtime it catches up
-    every missed period; run again, it finds nothing to do."""
+    (default: the clock, UTC), that the processed data covers (:mod:`reports.coverage`) and that
+    has no summary in the audit log yet, oldest first, from ``AUDITFLOW_SCHEDULE_START`` (default:
+    the data's first transfer): after downtime it catches up every missed period; run again, it
+    finds nothing to do. More than ``AUDITFLOW_SCHEDULE_MAX_CATCHUP`` periods at once are refused
+    unless ``catch_up``."""
+    from auditflow.errors import InputError
     from reports.schedule import Schedule, periods_due
     from reports.store import LOG_NAME
 
     if now is None:
         now = datetime.now(UTC).replace(tzinfo=None)
-    alerts = load_period_alerts(settings)
-    start = settings.schedule_start or min((a.alert.event.timestamp for a in alerts), default=None)
-    if start is None:
-        return ScheduleResult(now, None, [], 0)
+    coverage = processed_coverage(settings)
+    start = settings.schedule_start or coverage.first
     from reports.audit_log import AuditLog
 
     log_path = RunPaths.under(settings.out_dir).reports_dir / LOG_NAME
@@ -1250,16 +1285,22 @@ def run_schedule(settings: Settings, now: datetime | None = None) -> ScheduleRes
         for e in (AuditLog(log_path).entries() if log_path.exists() else [])
         if e.kind == "period_report" and e.payload.get("subject_id") is not None
     }
-    due = [
+    ended = [
         p
         for name, cron in settings.report_schedules.items()
         for p in periods_due(Schedule(name, cron), start=start, now=now, done=done)
     ]
+    due = [p for p in ended if coverage.covers(p)]
     if not due:
-        return ScheduleResult(now, start, [], 0)
+        return ScheduleResult(now, start, [], 0, coverage, len(ended))
+    if len(due) > settings.schedule_max_catchup and not catch_up:
+        raise InputError(
+            f"{len(due)} periods are due ({min(p.start for p in due):%Y-%m-%d} to {max(p.end for p in due):%Y-%m-%d}), "
+            f"more than AUDITFLOW_SCHEDULE_MAX_CATCHUP={settings.schedule_max_catchup}: write them all with --catch-up"
+        )
     due.sort(key=lambda p: (p.end, p.schedule))
-    results, size = _publish_periods(settings, due, alerts)
-    return ScheduleResult(now, start, results, size)
+    results, size = _publish_periods(settings, due, load_period_alerts(settings), coverage)
+    return ScheduleResult(now, start, results, size, coverage, len(ended) - len(due))
 
 
 def recall(laundering_ids: AbstractSet[str], flagged_ids: Iterable[str]) -> float:
@@ -1284,6 +1325,7 @@ class RunPaths:
     drift_scores: Path
     drift_alerts: Path
     deep_path_metrics: Path  # per tier, Prometheus' text format (a node exporter's textfile collector reads it)
+    coverage: Path  # what the processed data covers, per hour of event time (reports.coverage)
 
     @classmethod
     def under(cls, out_dir: str | Path) -> RunPaths:
@@ -1298,6 +1340,7 @@ class RunPaths:
             out / "drift_scores.jsonl",
             out / "drift_alerts.jsonl",
             out / "deep_path_metrics.prom",
+            out / "coverage.json",
         )
 
 
@@ -1489,8 +1532,14 @@ def report_stream(
         write_json_lines(paths.drift_scores, stream.drift_records, append=append)
         write_json_lines(paths.drift_alerts, stream.drift_alerts, append=append)
     check_counts(stream, paths)
+    from reports.coverage import Coverage
+
+    events = read_events(data, settings)[0]
+    coverage = Coverage.of(ev.timestamp for ev in events)  # what the periods' summaries may speak of
+    earlier = Coverage.load(paths.coverage) if append else None
+    (earlier.merged(coverage) if earlier else coverage).write(paths.coverage)
     if laundering_ids is None:
-        laundering_ids = (ev.event_id for ev in read_events(data, settings)[0] if ev.is_laundering)
+        laundering_ids = (ev.event_id for ev in events if ev.is_laundering)
     progress("deep", 0, None)
     input_sha256 = sha256_file(data)
     cases = run_deep_path(

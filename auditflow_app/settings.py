@@ -70,8 +70,10 @@ AUDITFLOW_REPORT_CONTACT           where a subject asks for review or exercises 
 AUDITFLOW_SCHEDULE_DAILY           cron of the daily compliance summary (a period   ``0 0 * * *``
                                    runs from one fire time to the next; empty: off)
 AUDITFLOW_SCHEDULE_WEEKLY          cron of the weekly compliance summary            ``0 0 * * 1``
-AUDITFLOW_SCHEDULE_START           first period ``schedule run`` catches up from    the first alert
+AUDITFLOW_SCHEDULE_START           first period ``schedule run`` catches up from    the first transfer
                                    (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH:MM``)
+AUDITFLOW_SCHEDULE_MAX_CATCHUP     ``schedule run`` writes at most this many        ``31``
+                                   periods at once without ``--catch-up``
 AUDITFLOW_ANALYST_TOKENS_FILE      bearer tokens the analyst API accepts (secret;   unset: the API refuses
                                    one line, comma-separated: rotation adds one)    to start
 AUDITFLOW_ANALYST_LISTEN           ``HOST:PORT`` ``serve analyst`` listens on       ``127.0.0.1:8088``
@@ -199,6 +201,7 @@ class Settings(BaseSettings):
     schedule_daily: str = "0 0 * * *"
     schedule_weekly: str = "0 0 * * 1"
     schedule_start: datetime | None = None
+    schedule_max_catchup: int = Field(default=31, ge=1)
     analyst_tokens_file: Path | None = None
     analyst_listen: str = Field(default="127.0.0.1:8088", pattern=r"^[^:\s]+:[0-9]{1,5}$")
     analyst_timeout_s: float = Field(default=5.0, gt=0, le=600)

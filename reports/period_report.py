@@ -29,6 +29,7 @@ from reports._fonts import SANS
 from reports._pdf import CONTENT_W, PDF_CREATION_DATE, STYLES, _grid_table, _key_value_table, _p, build_pdf
 from reports.manifest import SIGNATURE_ALGORITHM
 from reports.names import period_file_stem
+from reports.coverage import Seen
 from reports.schedule import Period
 
 #: (name, lowest score): an alert's severity is the first band its score reaches.
@@ -153,9 +154,20 @@ def _counts_table(header: str, rows: Sequence[tuple[str, int]]) -> list:
                         [CONTENT_W - 30 * mm, 30 * mm])]
 
 
+def _coverage_rows(seen: Seen | None) -> list[tuple[str, str, str]]:
+    if seen is None:
+        return [("Data processed", "not recorded", "cell")]
+    rows = [("Transfers processed", f"{seen.transfers:,}", "cell")]
+    if seen.first is not None and seen.last is not None:
+        rows.append(("First and last transfer", f"{seen.first:%Y-%m-%d %H:%M} and {seen.last:%Y-%m-%d %H:%M} UTC", "cell"))
+    gaps = "; ".join(f"{a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M}" for a, b in seen.gaps)
+    rows.append(("Hours without any transfer", gaps or "none", "cell"))
+    return rows
+
+
 def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: ReportManifest, *,
                       latency: Sequence[TierLatency] | None = None,
-                      drift: Sequence[DriftFigure] | None = None) -> bytes:
+                      drift: Sequence[DriftFigure] | None = None, seen: Seen | None = None) -> bytes:
     title = f"Compliance summary: {period.schedule} {period.start:%Y-%m-%d %H:%M} to {period.end:%Y-%m-%d %H:%M}"
     reported = sum(1 for a in alerts if a.report)
     story: list = [
@@ -167,6 +179,7 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
             ("Period id", period.period_id, "cell_mono"),
             ("Schedule", period.schedule, "cell"),
             ("Alerts", f"{len(alerts):,} ({reported:,} with a report)", "cell"),
+            *_coverage_rows(seen),
             ("Code version", manifest.code_version, "cell_mono"),
         ]),
         Paragraph("Alerts by typology", STYLES["h2"]),
@@ -177,7 +190,8 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
         story += [Spacer(1, 4), _bar_chart([(k, float(v)) for k, v in by_typ], width=CONTENT_W,
                                            value_text=lambda v: f"{int(v):,}")]
     else:
-        story.append(_p("No alerts in this period.", "body"))
+        n = f"{seen.transfers:,} transfers processed" if seen is not None else "the transfers processed"
+        story.append(_p(f"No alerts in this period ({n}).", "body"))
     story.append(Paragraph("Alerts by severity", STYLES["h2"]))
     bands = ", ".join(f"{n}: score >= {low}" for n, low in SEVERITY_BANDS)
     story += _counts_table("Severity", severity_counts(alerts)) + [_p(f"Bands: {bands}.", "note")]
@@ -216,7 +230,7 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
         story.append(_grid_table(["Alert", "Open"], [[_p(a, "cell_mono"), _p(w)] for a, w in items],
                                  [70 * mm, CONTENT_W - 70 * mm]))
     else:
-        story.append(_p("None: every alert of the period has its report.", "body"))
+        story.append(_p("None: every alert of the period has its report." if alerts else "None: no alert.", "body"))
     return build_pdf(story, title=title, subject=f"Period {period.period_id}",
                      keywords=[period.period_id, manifest.report_id],
                      footer_left=f"auditflow compliance summary  {period.period_id}", footer_right=manifest.report_id)
@@ -225,9 +239,12 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
 def prepare_period_report(period: Period, alerts: Sequence[PeriodAlert], *, code_version: str, seed: int,
                           latency: Sequence[TierLatency] | None = None,
                           drift: Sequence[DriftFigure] | None = None,
+                          seen: Seen | None = None,
                           ) -> tuple[str, list[tuple[str, bytes]], ReportManifest]:
     """(stem, files, unsigned manifest) of the period's summary over the alerts in it. Without
-    ``latency``, the latency the alerts' run recorded (:func:`recorded_latency`)."""
+    ``latency``, the latency the alerts' run recorded (:func:`recorded_latency`). ``seen``: what
+    the processed data holds of the period (:meth:`reports.coverage.Coverage.within`), stated in
+    the summary and signed in its manifest."""
     counted = in_period(alerts, period)
     if latency is None:
         latency = recorded_latency(counted)
@@ -237,6 +254,7 @@ def prepare_period_report(period: Period, alerts: Sequence[PeriodAlert], *, code
         "alerts": canonical_sha256([a.to_dict() for a in counted]),
         "latency": [[t.tier, t.count, t.p50_ms, t.p95_ms] for t in latency or ()],
         "drift": [[d.measure, d.value, d.status] for d in drift or ()],
+        "coverage": [list(kv) for kv in seen.to_extra()] if seen is not None else None,
         "code_version": code_version,
         "seed": seed,
     }
@@ -255,11 +273,12 @@ def prepare_period_report(period: Period, alerts: Sequence[PeriodAlert], *, code
             ("period_end", period.end.isoformat()),
             ("schedule", period.schedule),
             ("alerts", str(len(counted))),
+            *(seen.to_extra() if seen is not None else ()),
             ("renderer", f"reportlab {reportlab.Version}"),
             ("pdf_creation_date", PDF_CREATION_DATE),
             ("signature_algorithm", SIGNATURE_ALGORITHM),
         ),
         kind="period",
     )
-    pdf = render_period_pdf(period, counted, unsigned, latency=latency, drift=drift)
+    pdf = render_period_pdf(period, counted, unsigned, latency=latency, drift=drift, seen=seen)
     return period_file_stem(period.period_id), [(".pdf", pdf), (".alerts.json.gz", data)], unsigned

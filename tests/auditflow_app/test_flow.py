@@ -180,9 +180,11 @@ def test_auditflow_report_rewrites_an_alert_write_once(run, monkeypatch):
     assert out.exit_code == 2 and "no alert 'alert-tx-nosuch'" in out.output
 
 
-def test_schedule_run_catches_up_and_is_idempotent_per_period(run, monkeypatch):
-    """`auditflow schedule run`: each ended day and week once, the missed ones after downtime,
-    nothing twice; `report period` of a range twice is one file and one log entry."""
+def test_schedule_run_catches_up_and_is_idempotent_per_period(run, live, monkeypatch):
+    """`auditflow schedule run`: each ended day the processed data covers once, the missed ones
+    after downtime, nothing twice, nothing past the data however late the clock; each summary
+    states the transfers it saw; `report period` of a covered range twice is one file and one log
+    entry, a range past the data or in the future is refused."""
     from datetime import datetime as dt
 
     from reports import AuditLog
@@ -191,9 +193,13 @@ def test_schedule_run_catches_up_and_is_idempotent_per_period(run, monkeypatch):
     monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(settings.out_dir))
     monkeypatch.setenv("AUDITFLOW_SCHEDULE_WEEKLY", "")  # days only: the data spans two days
     log_path = result.paths.reports_dir / "audit_log.jsonl"
-    days = sorted({c.alert.event.timestamp.date() for c in result.cases})
-    assert len(days) >= 2
-    first, last = days[0], days[-1]
+    times = sorted(e.timestamp for e in read_transactions(live) if isinstance(e, TransactionEvent))
+    first, last = times[0].date(), times[-1].date()
+    day = timedelta(days=1)
+    starts = [dt.combine(first + i * day, dt.min.time()) for i in range((last - first).days + 1)]
+    # the days the data reaches both ends of (within an hour), counted here from the CSV
+    covered = [d for d in starts if times[0] < d + timedelta(hours=1) and times[-1] > d + day - timedelta(hours=1)]
+    assert covered, (times[0], times[-1])
 
     def run_at(when: str) -> str:
         out = CliRunner().invoke(cli.app, ["schedule", "run", "--now", when])
@@ -203,29 +209,48 @@ def test_schedule_run_catches_up_and_is_idempotent_per_period(run, monkeypatch):
     def period_entries() -> list[str]:
         return [e.payload["subject_id"] for e in AuditLog(log_path).entries() if e.kind == "period_report"]
 
-    run_at(f"{first:%Y-%m-%d}T23:59")  # the first day has not ended: nothing yet
+    run_at(f"{covered[0]:%Y-%m-%d}T23:59")  # the first day has not ended: nothing yet
     assert period_entries() == []
-    out = run_at(f"{first + timedelta(days=1):%Y-%m-%d}T00:00")
-    assert period_entries() == [f"daily-{first:%Y-%m-%d}"] and "1 written" in out
-    # down for a while: the next run catches up every missed day, oldest first
-    later = last + timedelta(days=3)
-    run_at(f"{later:%Y-%m-%d}T06:00")
-    expected = [f"daily-{first + timedelta(days=i):%Y-%m-%d}" for i in range((later - first).days)]
+    out = run_at(f"{covered[0] + day:%Y-%m-%d}T00:00")
+    assert period_entries() == [f"daily-{covered[0]:%Y-%m-%d}"] and "1 written" in out
+    # down for years: the next run catches up every missed day the data covers, and no other
+    out = run_at("2026-12-01T06:00")
+    expected = [f"daily-{d:%Y-%m-%d}" for d in covered]
     assert period_entries() == expected
-    pdf = result.paths.reports_dir / f"period-daily-{first:%Y-%m-%d}.pdf"
+    assert "period(s) the data does not cover were not written" in " ".join(out.split())
+    pdf = result.paths.reports_dir / f"period-daily-{covered[0]:%Y-%m-%d}.pdf"
     before = (pdf.read_bytes(), log_path.read_bytes())
-    assert "up to date" in run_at(f"{later:%Y-%m-%d}T06:00")
+    assert "up to date" in run_at("2026-12-01T06:00")
     assert (pdf.read_bytes(), log_path.read_bytes()) == before
-    # the day's summary counts that day's alerts
-    n = sum(1 for c in result.cases if c.alert.event.timestamp.date() == first)
-    assert f"Alerts {n} (" in " ".join(" ".join(pg.extract_text() for pg in PdfReader(pdf).pages).split())
-    # an explicit range, twice
-    args = ["report", "period", "--from", f"{first:%Y-%m-%d}", "--to", f"{later:%Y-%m-%d}"]
-    out1, out2 = CliRunner().invoke(cli.app, args), CliRunner().invoke(cli.app, args)
+    # the day's summary counts that day's alerts and states the transfers the data holds of it
+    text = " ".join(" ".join(pg.extract_text() for pg in PdfReader(pdf).pages).split())
+    n = sum(1 for c in result.cases if c.alert.event.timestamp.date() == covered[0].date())
+    transfers = sum(1 for t in times if covered[0] <= t < covered[0] + day)
+    assert f"Alerts {n} (" in text and f"Transfers processed {transfers:,}" in text
+    # an explicit range, twice; one past the data and one in the future, refused
+    span = ["--from", f"{covered[0]:%Y-%m-%d}", "--to", f"{covered[-1] + day:%Y-%m-%d}"]
+    out1, out2 = (CliRunner().invoke(cli.app, ["report", "period", *span]) for _ in range(2))
     assert out1.exit_code == out2.exit_code == 0 and "written" in out1.output and "unchanged" in out2.output
     assert sum(1 for e in AuditLog(log_path).entries() if e.payload.get("subject_id", "").startswith("range-")) == 1
+    past = CliRunner().invoke(cli.app, ["report", "period", "--from", f"{covered[0]:%Y-%m-%d}",
+                                        "--to", f"{covered[-1] + 3 * day:%Y-%m-%d}"])
+    assert past.exit_code == 2 and "does not cover" in " ".join(past.output.split())
+    future = CliRunner().invoke(cli.app, ["report", "period", "--from", "2100-01-01", "--to", "2100-01-02"])
+    assert future.exit_code == 2 and "has not ended" in " ".join(future.output.split())
     assert flow.verify_reports(settings, result.paths.reports_dir).ok
-    assert dt.strptime(expected[0][6:], "%Y-%m-%d").date() == first
+
+
+def test_catching_up_more_than_the_configured_periods_needs_the_flag(run, monkeypatch):
+    result, settings = run
+    monkeypatch.setenv("AUDITFLOW_OUT_DIR", str(settings.out_dir))
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_WEEKLY", "")
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_DAILY", "0 */6 * * *")  # four periods a day
+    monkeypatch.setenv("AUDITFLOW_SCHEDULE_MAX_CATCHUP", "3")
+    refused = CliRunner().invoke(cli.app, ["schedule", "run", "--now", "2026-12-01T00:00"])
+    assert refused.exit_code == 2 and "more than AUDITFLOW_SCHEDULE_MAX_CATCHUP=3" in " ".join(refused.output.split())
+    done = CliRunner().invoke(cli.app, ["schedule", "run", "--now", "2026-12-01T00:00", "--catch-up"])
+    assert done.exit_code == 0, done.output
+    assert "written" in done.output
 
 
 def test_reports_record_the_code_version_of_the_checkout(run):

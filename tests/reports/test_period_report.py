@@ -95,12 +95,23 @@ def test_same_alerts_same_bytes_and_publishing_twice_is_one_entry(tmp_path, day)
     assert any("period-daily-2022-09-01.alerts.json.gz" == f.item for f in verify_reports(tmp_path, KEYRING).findings)
 
 
-def test_an_empty_period_is_a_report_too():
-    _, files, manifest = prepare_period_report(Period("daily", datetime(2023, 1, 1), datetime(2023, 1, 2)), alerts(),
-                                               code_version="v", seed=7)
-    text = text_of(dict(files)[".pdf"])
-    assert "No alerts in this period." in text and "None: every alert of the period has its report." in text
-    assert dict(manifest.extra)["alerts"] == "0"
+def test_an_empty_period_is_a_report_too_and_states_what_the_data_held():
+    from reports.coverage import Coverage
+
+    period = Period("daily", datetime(2023, 1, 1), datetime(2023, 1, 2))
+    times = [datetime(2023, 1, 1, h, 30) for h in (0, 1, 2, 9, 23)] + [datetime(2023, 1, 2, 0, 10)]
+    seen = Coverage.of(times).within(period)
+    _, files, manifest = prepare_period_report(period, alerts(), code_version="v", seed=7, seen=seen)
+    text = " ".join(text_of(dict(files)[".pdf"]).split())
+    assert "No alerts in this period (5 transfers processed)." in text and "None: no alert." in text
+    assert "First and last transfer 2023-01-01 00:30 and 2023-01-01 23:30 UTC" in text
+    # the hours 03:00-09:00 and 10:00-23:00 held no transfer
+    assert "2023-01-01 03:00 to 2023-01-01 09:00; 2023-01-01 10:00 to 2023-01-01 23:00" in text
+    extra = dict(manifest.extra)
+    assert (extra["alerts"], extra["transfers_processed"], extra["gaps"]) == (
+        "0", "5", "2023-01-01T03:00..2023-01-01T09:00;2023-01-01T10:00..2023-01-01T23:00")
+    _, _, unstated = prepare_period_report(period, alerts(), code_version="v", seed=7)
+    assert unstated.report_id != manifest.report_id  # what the data held is part of what is signed
 
 
 def test_the_deep_path_latency_the_run_recorded_is_summarised_per_period():
