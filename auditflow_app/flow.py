@@ -1160,7 +1160,14 @@ def load_period_alerts(settings: Settings) -> list:
         alert = alert_from_row(d)
         report = Path(d["report"]).name if d.get("report") else None
         out.append(
-            PeriodAlert(alert, tuple(d.get("typologies") or ()), report, d.get("report_error"), d.get("deep_ms"))
+            PeriodAlert(
+                alert,
+                tuple(d.get("typologies") or ()),
+                report,
+                d.get("report_error"),
+                d.get("deep_ms"),
+                d.get("tier") or "",
+            )
         )
     return out
 

@@ -51,6 +51,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from auditflow.tiers import TIERS  # a case's priority: its most urgent alert's tier
+
 STATES = (
     "new",
     "assigned",
@@ -69,8 +71,6 @@ ROLES = ("analyst", "approver", "auditor", "admin")
 WORKING_ROLES = frozenset({"analyst", "approver"})
 #: the system's own entries (``opened``, ``alert_joined``) carry this actor and role
 SYSTEM = "system"
-#: deep-path tiers, most urgent first: a case's priority is its most urgent alert's tier
-TIERS = ("critical", "normal", "background")
 
 #: action -> entry kind
 KINDS = {

@@ -35,8 +35,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditflow.records import ReasonCode
+from auditflow.tiers import TIERS  # the one severity scheme
 
-TIERS = ("critical", "normal", "background")
 _PRIORITY = {t: i for i, t in enumerate(TIERS)}
 REASONS_PER_ROW = 4
 

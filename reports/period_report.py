@@ -1,7 +1,8 @@
 """Compliance summary of a period (daily, weekly, or any range): one PDF and its evidence.
 
 :func:`prepare_period_report` summarises the alerts whose event time falls in the period:
-alerts by typology and by severity (score bands, :data:`SEVERITY_BANDS`), latency per tier and
+alerts by typology and by tier (the deep path's, :data:`auditflow.tiers.TIERS`, as the run set
+them), what the processed data held of the period (:mod:`reports.coverage`), latency per tier and
 the drift table and chart when such figures are given, the top accounts, and the open items
 (alerts whose report failed or was never written). Beside the PDF, ``<stem>.alerts.json.gz``
 holds the alert records it counted (RFC 8785 lines, gzip without name or time), so every figure
@@ -25,15 +26,14 @@ from reportlab.platypus import KeepTogether, Paragraph, Spacer
 
 from auditflow.canonical import canonical_json, canonical_sha256
 from auditflow.records import Alert, ReportManifest
+from auditflow.tiers import TIERS
 from reports._fonts import SANS
 from reports._pdf import CONTENT_W, PDF_CREATION_DATE, STYLES, _grid_table, _key_value_table, _p, build_pdf
+from reports.coverage import Seen
 from reports.manifest import SIGNATURE_ALGORITHM
 from reports.names import period_file_stem
-from reports.coverage import Seen
 from reports.schedule import Period
 
-#: (name, lowest score): an alert's severity is the first band its score reaches.
-SEVERITY_BANDS = (("critical", 0.95), ("high", 0.8), ("elevated", 0.0))
 TOP_ACCOUNTS = 10
 BAR = colors.HexColor("#2e6da4")
 
@@ -48,10 +48,11 @@ class PeriodAlert:
     report: str | None = None
     report_error: str | None = None
     deep_ms: float | None = None  # its deep path's time as the run recorded it (None: not recorded)
+    tier: str = ""  # its deep-path tier as the run set it ("": not recorded)
 
     def to_dict(self) -> dict:
         return {"alert": self.alert.to_dict(), "typologies": list(self.typologies), "report": self.report,
-                "report_error": self.report_error, "deep_ms": self.deep_ms}
+                "report_error": self.report_error, "deep_ms": self.deep_ms, "tier": self.tier}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +72,6 @@ class DriftFigure:
     measure: str
     value: float
     status: str
-
-
-def severity(score: float) -> str:
-    return next(name for name, low in SEVERITY_BANDS if score >= low)
 
 
 def recorded_latency(alerts: Sequence[PeriodAlert]) -> list[TierLatency]:
@@ -107,9 +104,10 @@ def typology_counts(alerts: Sequence[PeriodAlert]) -> list[tuple[str, int]]:
     return sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def severity_counts(alerts: Sequence[PeriodAlert]) -> list[tuple[str, int]]:
-    c = Counter(severity(a.alert.score) for a in alerts)
-    return [(name, c.get(name, 0)) for name, _ in SEVERITY_BANDS]
+def tier_counts(alerts: Sequence[PeriodAlert]) -> list[tuple[str, int]]:
+    """Alerts per deep-path tier, most urgent first (and ``not recorded`` where some have none)."""
+    c = Counter(a.tier or "not recorded" for a in alerts)
+    return [(t, c.get(t, 0)) for t in TIERS] + ([("not recorded", c["not recorded"])] if c["not recorded"] else [])
 
 
 def top_accounts(alerts: Sequence[PeriodAlert], n: int = TOP_ACCOUNTS) -> list[tuple[str, int, float]]:
@@ -159,7 +157,8 @@ def _coverage_rows(seen: Seen | None) -> list[tuple[str, str, str]]:
         return [("Data processed", "not recorded", "cell")]
     rows = [("Transfers processed", f"{seen.transfers:,}", "cell")]
     if seen.first is not None and seen.last is not None:
-        rows.append(("First and last transfer", f"{seen.first:%Y-%m-%d %H:%M} and {seen.last:%Y-%m-%d %H:%M} UTC", "cell"))
+        span = f"{seen.first:%Y-%m-%d %H:%M} and {seen.last:%Y-%m-%d %H:%M} UTC"
+        rows.append(("First and last transfer", span, "cell"))
     gaps = "; ".join(f"{a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M}" for a, b in seen.gaps)
     rows.append(("Hours without any transfer", gaps or "none", "cell"))
     return rows
@@ -192,9 +191,10 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
     else:
         n = f"{seen.transfers:,} transfers processed" if seen is not None else "the transfers processed"
         story.append(_p(f"No alerts in this period ({n}).", "body"))
-    story.append(Paragraph("Alerts by severity", STYLES["h2"]))
-    bands = ", ".join(f"{n}: score >= {low}" for n, low in SEVERITY_BANDS)
-    story += _counts_table("Severity", severity_counts(alerts)) + [_p(f"Bands: {bands}.", "note")]
+    story.append(Paragraph("Alerts by tier", STYLES["h2"]))
+    story += _counts_table("Tier", tier_counts(alerts)) + [
+        _p("The deep path's tiers as the run set them (AUDITFLOW_TIER_CRITICAL_SCORE and _NORMAL_SCORE): the one "
+           "severity scheme of alerts, cases and these summaries.", "note")]
 
     story.append(Paragraph("Latency by tier", STYLES["h2"]))
     if latency:

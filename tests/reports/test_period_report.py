@@ -30,7 +30,9 @@ def alerts() -> list[PeriodAlert]:
         a = alert_number(i)
         hour = 3 * i  # six alerts on 2022-09-01, one more the next day
         a = replace(a, score=s, event=replace(a.event, timestamp=datetime(2022, 9, 1, hour, 5)))
-        out.append(PeriodAlert(a, t, None if i == 2 else f"{a.alert_id}.pdf", "LayoutError: too tall" if i == 5 else None))
+        tier = "critical" if s >= 0.95 else "normal" if s >= 0.8 else "background"  # as a run's policy would set them
+        out.append(PeriodAlert(a, t, None if i == 2 else f"{a.alert_id}.pdf", "LayoutError: too tall" if i == 5 else None,
+                               tier=tier))
     nxt = alert_number(9)
     out.append(PeriodAlert(replace(nxt, event=replace(nxt.event, timestamp=datetime(2022, 9, 2, 0, 0))), ("stack",),
                            "x.pdf"))
@@ -61,8 +63,9 @@ def test_pdf_figures_match_an_independent_count(day):
     typ = Counter(t for a in period for t in (a.typologies or ("none",)))
     assert typ == {"fan-out": 3, "cycle": 2, "none": 2}
     assert "Typology Alerts fan-out 3 cycle 2 none 2" in text
-    sev = Counter("critical" if a.alert.score >= 0.95 else "high" if a.alert.score >= 0.8 else "elevated" for a in period)
-    assert f"Severity Alerts critical {sev['critical']} high {sev['high']} elevated {sev['elevated']}" in text
+    tiers = Counter(a.tier for a in period)
+    assert tiers == {"critical": 2, "normal": 2, "background": 2}
+    assert "Tier Alerts critical 2 normal 2 background 2" in text
     assert "6 (5 with a report)" in text
     assert "No latency figures were recorded" in text and "No drift figures were recorded" in text
     assert f"{alert_number(2).alert_id} no report written yet" in text
