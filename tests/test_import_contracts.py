@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-STAGES = ("ingest", "pipelines", "evidence_graph", "model_service", "reports")
+STAGES = ("ingest", "pipelines", "evidence_graph", "model_service", "reports", "cases")
 CORE, STAGES_RULE, MODEL = ("the core imports no stage and not the app layer", "stages never import the app layer",
                             "the model service does not import the stream job")
 
