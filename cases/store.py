@@ -27,6 +27,7 @@ Migrations are Alembic revisions under ``cases/migrations/versions``, applied wh
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -138,11 +139,27 @@ def migrate(engine: Engine) -> None:
     with engine.connect() as conn:
         if MigrationContext.configure(conn).get_current_revision() == head:
             return
-    with _MIGRATING, engine.begin() as conn:
+    with _MIGRATING, _file_lock(engine), engine.begin() as conn:
         if conn.dialect.name == "postgresql":  # two processes opening a new database at once
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(7310291)"))
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, "head")  # reads the revision again, under the lock: a second opener finds head
+
+
+@contextmanager
+def _file_lock(engine: Engine) -> Iterator[None]:
+    """SQLite's counterpart of PostgreSQL's advisory lock: an exclusive lock on ``<db>.migrate.lock``
+    while a new database is migrated, so two processes opening it at once migrate it once."""
+    db = engine.url.database
+    if engine.dialect.name != "sqlite" or not db or db == ":memory:":
+        yield
+        return
+    with open(f"{db}.migrate.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True, slots=True)

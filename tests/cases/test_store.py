@@ -254,3 +254,29 @@ def test_random_histories_through_the_store_fold_from_the_raw_log(backend, tmp_p
             sa.create_engine(url).dispose()
 
     run()
+
+
+def test_processes_opening_a_new_sqlite_store_at_once_migrate_it_once(tmp_path):
+    """Four processes open the same new SQLite file at the same instant and each takes an alert:
+    all succeed, the schema is made once, and the log holds the four entries."""
+    import subprocess
+    import sys
+    import time
+
+    url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    start = time.time() + 3
+    code = ("import sys, time; from datetime import datetime, UTC; from cases.store import CaseStore; "
+            "from reports.signing import Signer; time.sleep(max(0, float(sys.argv[2]) - time.time())); "
+            "s = CaseStore(sys.argv[1], Signer.from_seed(b'k' * 32)); "
+            "s.take_alert({'alert_id': 'alert-' + sys.argv[3]}, {'bank': '1', 'account': sys.argv[3]}, "
+            "datetime(2026, 12, 1, tzinfo=UTC), '2026-12-31')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, url, str(start), f"A{i}"], stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    with CaseStore(url) as store:
+        assert store.size() == 4 and sorted(c.subject["account"] for c in store.cases()) == ["A0", "A1", "A2", "A3"]
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    engine.dispose()
