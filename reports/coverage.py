@@ -52,7 +52,7 @@ class Seen:
         """As manifest ``extra`` fields (what the summary states, signed)."""
         gaps = ";".join(f"{a:%Y-%m-%dT%H:%M}..{b:%Y-%m-%dT%H:%M}" for a, b in self.gaps)
         return (
-            ("transfers_processed", str(self.transfers)),
+            ("transfers_in_data", str(self.transfers)),
             ("first_transfer", self.first.isoformat() if self.first else ""),
             ("last_transfer", self.last.isoformat() if self.last else ""),
             ("gaps", gaps),

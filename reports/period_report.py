@@ -154,8 +154,8 @@ def _counts_table(header: str, rows: Sequence[tuple[str, int]]) -> list:
 
 def _coverage_rows(seen: Seen | None) -> list[tuple[str, str, str]]:
     if seen is None:
-        return [("Data processed", "not recorded", "cell")]
-    rows = [("Transfers processed", f"{seen.transfers:,}", "cell")]
+        return [("Transfers in the run's data", "not recorded", "cell")]
+    rows = [("Transfers in the run's data", f"{seen.transfers:,}", "cell")]
     if seen.first is not None and seen.last is not None:
         span = f"{seen.first:%Y-%m-%d %H:%M} and {seen.last:%Y-%m-%d %H:%M} UTC"
         rows.append(("First and last transfer", span, "cell"))
@@ -189,7 +189,7 @@ def render_period_pdf(period: Period, alerts: Sequence[PeriodAlert], manifest: R
         story += [Spacer(1, 4), _bar_chart([(k, float(v)) for k, v in by_typ], width=CONTENT_W,
                                            value_text=lambda v: f"{int(v):,}")]
     else:
-        n = f"{seen.transfers:,} transfers processed" if seen is not None else "the transfers processed"
+        n = f"{seen.transfers:,} transfers in the run's data" if seen is not None else "transfers not recorded"
         story.append(_p(f"No alerts in this period ({n}).", "body"))
     story.append(Paragraph("Alerts by tier", STYLES["h2"]))
     story += _counts_table("Tier", tier_counts(alerts)) + [

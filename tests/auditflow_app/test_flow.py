@@ -226,7 +226,7 @@ def test_schedule_run_catches_up_and_is_idempotent_per_period(run, live, monkeyp
     text = " ".join(" ".join(pg.extract_text() for pg in PdfReader(pdf).pages).split())
     n = sum(1 for c in result.cases if c.alert.event.timestamp.date() == covered[0].date())
     transfers = sum(1 for t in times if covered[0] <= t < covered[0] + day)
-    assert f"Alerts {n} (" in text and f"Transfers processed {transfers:,}" in text
+    assert f"Alerts {n} (" in text and f"Transfers in the run's data {transfers:,}" in text
     # an explicit range, twice; one past the data and one in the future, refused
     span = ["--from", f"{covered[0]:%Y-%m-%d}", "--to", f"{covered[-1] + day:%Y-%m-%d}"]
     out1, out2 = (CliRunner().invoke(cli.app, ["report", "period", *span]) for _ in range(2))

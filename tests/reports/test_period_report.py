@@ -106,12 +106,12 @@ def test_an_empty_period_is_a_report_too_and_states_what_the_data_held():
     seen = Coverage.of(times).within(period)
     _, files, manifest = prepare_period_report(period, alerts(), code_version="v", seed=7, seen=seen)
     text = " ".join(text_of(dict(files)[".pdf"]).split())
-    assert "No alerts in this period (5 transfers processed)." in text and "None: no alert." in text
+    assert "No alerts in this period (5 transfers in the run's data)." in text and "None: no alert." in text
     assert "First and last transfer 2023-01-01 00:30 and 2023-01-01 23:30 UTC" in text
     # the hours 03:00-09:00 and 10:00-23:00 held no transfer
     assert "2023-01-01 03:00 to 2023-01-01 09:00; 2023-01-01 10:00 to 2023-01-01 23:00" in text
     extra = dict(manifest.extra)
-    assert (extra["alerts"], extra["transfers_processed"], extra["gaps"]) == (
+    assert (extra["alerts"], extra["transfers_in_data"], extra["gaps"]) == (
         "0", "5", "2023-01-01T03:00..2023-01-01T09:00;2023-01-01T10:00..2023-01-01T23:00")
     _, _, unstated = prepare_period_report(period, alerts(), code_version="v", seed=7)
     assert unstated.report_id != manifest.report_id  # what the data held is part of what is signed
