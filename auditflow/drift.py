@@ -60,6 +60,22 @@ DRIFT_QUANTILE = 0.99
 DEFAULT_DRAWS = 1000
 
 
+#: A reference judges an input's drift only if it spans this many of the input's memories
+#: (:data:`auditflow.features.FEATURE_MEMORY_MINUTES`): an input that looks back a week, in a
+#: reference of one week, is one sample of its slow movements (month-end, paydays), and every later
+#: week differs from it; one that grows without bound drifts by construction.
+MEMORIES_PER_REFERENCE = 3
+
+
+def monitored_features(memory: dict[str, int | None], span_minutes: int) -> tuple[str, ...]:
+    """The inputs a reference spanning ``span_minutes`` judges, in ``memory``'s order.
+
+    >>> monitored_features({"amount": 0, "n_24h": 1440, "n_7d": 10080, "n_life": None}, 3 * 1440)
+    ('amount', 'n_24h')
+    """
+    return tuple(f for f, m in memory.items() if m is not None and MEMORIES_PER_REFERENCE * m <= span_minutes)
+
+
 def _log_probs(counts: Sequence[float], alpha: float) -> list[float]:
     k = len(counts)
     if k == 0:

@@ -126,6 +126,31 @@ for _side, _who, _cp, _with, _other in (
     assert tuple(_d) == ACCOUNT_FEATURES, "descriptions out of step with ACCOUNT_FEATURES"
     FEATURE_DESCRIPTIONS |= {f"{_side}_{k}": v for k, v in _d.items()}
 
+#: How far back each stream input looks, in minutes: 0 for the transfer's own fields, the window
+#: of a windowed aggregate, :data:`LONG_WINDOW_MINUTES` for what an account's state keeps (gaps,
+#: novelty, amount history, age: seven idle days start it over), None for a count that grows as long
+#: as the account keeps dealing (``n_life``). Drift is judged only on inputs whose memory the
+#: reference spans several times (:func:`auditflow.drift.monitored_features`).
+_ACCOUNT_MEMORY: dict[str, int | None] = {
+    **{f"{f}_{s}": m for s, m in FEATURE_WINDOWS for f in WINDOW_FEATURES},
+    "burst": LONG_WINDOW_MINUTES,
+    "gap_min": LONG_WINDOW_MINUTES,
+    **{f"cp_legs_{s}": m for s, m in FEATURE_WINDOWS if s in COUNTERPARTY_WINDOWS},
+    "cp_new": LONG_WINDOW_MINUTES,
+    **{f"new_frac_{s}": m for s, m in FEATURE_WINDOWS if s in COUNTERPARTY_WINDOWS},
+    "since_opp_min": LONG_WINDOW_MINUTES,
+    "opp_ratio": LONG_WINDOW_MINUTES,
+    "amt_vs_med": LONG_WINDOW_MINUTES,
+    "same_amt": LONG_WINDOW_MINUTES,
+    "age_min": LONG_WINDOW_MINUTES,
+    "n_life": None,
+}
+assert tuple(_ACCOUNT_MEMORY) == ACCOUNT_FEATURES, "memories out of step with ACCOUNT_FEATURES"
+FEATURE_MEMORY_MINUTES: dict[str, int | None] = {
+    **{f: 0 for f in EVENT_FEATURES},
+    **{f"{side}_{k}": v for side in ("snd", "rcv") for k, v in _ACCOUNT_MEMORY.items()},
+}
+
 # ---------------------------------------------------------------- graph features
 
 #: Windows of the graph features' degrees: (name suffix, minutes). Days to weeks: laundering

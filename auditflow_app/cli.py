@@ -165,6 +165,13 @@ def _print_run(result: flow.RunResult) -> None:
         f"stream job: {result.events_in} in = {result.processed} processed + {result.rejected} rejected; "
         f"{len(s.candidates)} fast-path alerts in {s.seconds:.1f}s"
     )
+    if s.warmup:
+        console.print(
+            f"warm-up: {s.warmup:,} earlier transfers (the 7 days before the first event) went into the accounts' "
+            "windows first; none of them is scored, alerted or counted above",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(render_run_summary(result.summary()))
     if s.drift_records:
         windows = len({r["window_start"] for r in s.drift_records})
@@ -484,6 +491,15 @@ def run(
     append: Annotated[
         bool, typer.Option("--append", help="add to the run folder's run of the same source (a grown file)")
     ] = False,
+    warm_up: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--warm-up",
+            exists=True,
+            dir_okay=False,
+            help="an earlier transactions CSV: its last 7 days warm the accounts' windows first (not scored)",
+        ),
+    ] = None,
 ) -> None:
     """Stream a file through the job, then the deep path: alerts, traces, SHAP and PDF reports. A
     run folder holds one data set: a second run into it is refused unless --append with its source."""
@@ -491,7 +507,7 @@ def run(
     model_dir = _existing_dir(model_dir or settings.out_dir / flow.MODEL_DIRNAME, "model folder")
     result = _run_with_progress(
         lambda progress: flow.stream_and_report(
-            data, model_dir, settings, max_reports=max_reports, progress=progress, append=append
+            data, model_dir, settings, max_reports=max_reports, progress=progress, append=append, warmup=warm_up
         )
     )
     _print_run(result)
@@ -608,14 +624,20 @@ def demo(
         Optional[Path], typer.Option(help="output folder, recreated [default: AUDITFLOW_OUT_DIR, else out]")
     ] = None,
     accounts: Annotated[int, typer.Option(min=20)] = 2000,
-    days: Annotated[int, typer.Option(min=1)] = 3,
+    days: Annotated[int, typer.Option(min=1, help="days of live data (after a history of three weeks)")] = 3,
     seed: Annotated[Optional[int], typer.Option(help="[default: AUDITFLOW_SEED, else 7]")] = None,
     max_reports: Annotated[Optional[int], typer.Option(help="cap on PDFs written")] = None,
     kafka: Annotated[bool, typer.Option(help="stream through the Kafka broker (deploy/services up)")] = False,
     neo4j: Annotated[bool, typer.Option(help="write and query the graph on the Neo4j server")] = False,
     cluster: Annotated[bool, typer.Option(help="with --kafka: submit the job to the Flink session cluster")] = False,
+    drift: Annotated[
+        bool,
+        typer.Option("--drift", help="inject a stated drift: every live amount x3 from 09:00 of the second live day"),
+    ] = False,
 ) -> None:
-    """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default)."""
+    """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default).
+    The live set continues the history (same accounts, the days after) and starts warm from its
+    last week; drift is scored against the history's last days."""
     settings = _settings(out_dir=out, seed=seed)
     result = _run_with_progress(
         lambda progress: flow.demo(
@@ -626,6 +648,7 @@ def demo(
             kafka=kafka,
             neo4j=neo4j,
             cluster=cluster,
+            drift=drift,
             progress=progress,
         ),
         kafka=kafka,
@@ -633,9 +656,19 @@ def demo(
     )
     h, lv = result.history, result.live
     console.print(
-        f"history: {h.events} transactions, {h.laundering} laundering (training set); "
-        f"live: {lv.events} transactions, {lv.laundering} laundering"
+        f"history: {h.events} transactions over {h.days} days from {h.start:%Y-%m-%d}, {h.laundering} laundering "
+        f"(training set); live: {lv.events} transactions over {lv.days} days from {lv.start:%Y-%m-%d} (the same "
+        f"accounts), {lv.laundering} laundering",
+        soft_wrap=True,
+        highlight=False,
     )
+    if result.drift_injected:
+        since, factor = result.drift_injected
+        console.print(
+            f"drift injected (--drift): every live amount x{factor} from {since:%Y-%m-%d %H:%M}",
+            soft_wrap=True,
+            highlight=False,
+        )
     test = result.training.get("cascade_test", {})
     console.print(
         f"model trained: test precision={test.get('precision', 0):.3f} "

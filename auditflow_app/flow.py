@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditflow.errors import ConfigError
 from auditflow.jsonlines import iter_json_lines, write_json_lines
+from auditflow.limits import LONG_WINDOW_MINUTES, MINUTES_PER_DAY
 from auditflow.records import Alert, ReasonCode, RejectedRecord, TransactionEvent
 from auditflow.version import code_version
 from auditflow_app.settings import Settings
@@ -178,6 +179,8 @@ class GeneratedData:
     laundering: int
     attempts: int
     laundering_ids: frozenset[str]
+    start: datetime | None = None  # where its time begins (midnight of its first day)
+    days: int = 0
 
 
 def generate(
@@ -191,9 +194,33 @@ def generate(
 ) -> GeneratedData:
     """Write ``NAME_Trans.csv`` and ``NAME_Patterns.txt`` (seeded) into ``out_dir``."""
     from ingest.synthetic import generate as synthesize
+
+    return _written(synthesize(accounts=accounts, days=days, laundering_rate=laundering_rate, seed=seed), out_dir, name)
+
+
+def generate_continuing(
+    out_dir: str | Path,
+    *,
+    accounts: int,
+    history_days: int,
+    live_days: int,
+    seed: int,
+    history_rate: float = 0.01,
+    live_rate: float = 0.001,
+    shift: tuple[datetime, int] | None = None,
+) -> tuple[GeneratedData, GeneratedData]:
+    """``history_Trans.csv`` and ``live_Trans.csv`` of one world (:func:`ingest.synthetic.generate_phases`):
+    the live set goes on where the history stops, with the same accounts and banks. ``shift``:
+    (from, factor), every amount from then on multiplied (a stated drift)."""
+    from ingest.synthetic import generate_phases
+
+    h, lv = generate_phases(accounts, [(history_days, history_rate), (live_days, live_rate)], seed, shift=shift)
+    return _written(h, out_dir, "history"), _written(lv, out_dir, "live")
+
+
+def _written(ds, out_dir: str | Path, name: str) -> GeneratedData:
     from ingest.synthetic import write_dataset
 
-    ds = synthesize(accounts=accounts, days=days, laundering_rate=laundering_rate, seed=seed)
     trans, patterns = write_dataset(ds, out_dir, name=name)
     return GeneratedData(
         trans,
@@ -202,6 +229,8 @@ def generate(
         ds.laundering_count,
         len(ds.attempts),
         frozenset(e.event_id for e in ds.events if e.is_laundering),
+        datetime.fromisoformat(ds.params["start"]),
+        ds.params["days"],
     )
 
 
@@ -470,6 +499,7 @@ class StreamResult:
     duplicates: int = 0  # records whose event id was already seen: dropped before features
     drift_records: list[dict] = field(default_factory=list)  # pipelines.drift.DriftRecord dicts
     drift_alerts: list[dict] = field(default_factory=list)  # pipelines.drift.DriftAlert dicts
+    warmup: int = 0  # events of a warm-up history that went into the windows first (not in records_in)
 
 
 def stream_spec(model_dir: str | Path, settings: Settings):
@@ -505,15 +535,18 @@ def drift_spec(settings: Settings):
         raise ConfigError(f"drift (AUDITFLOW_DRIFT_REFERENCE / AUDITFLOW_DRIFT_RULES_FILE): {e}") from None
 
 
-def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) -> StreamResult:
+def run_stream(
+    csv_path: str | Path, model_dir: str | Path, settings: Settings, *, warmup: str | Path | None = None
+) -> StreamResult:
     """Run the stream job over the file (bounded source) on a local MiniCluster.
 
     The counts are the job's own: ``in = processed + rejected + late + duplicate``; a rerun into
-    the same graph, or a ``memory:`` graph, balances too."""
+    the same graph, or a ``memory:`` graph, balances too. ``warmup``: an earlier transactions file
+    whose last seven days warm the accounts' windows first (:func:`pipelines.stream_job.run_file_job`)."""
     from pipelines.stream_job import run_file_job
 
     t0 = time.perf_counter()
-    out = run_file_job(str(csv_path), stream_spec(model_dir, settings))
+    out = run_file_job(str(csv_path), stream_spec(model_dir, settings), warmup=warmup)
     seconds = time.perf_counter() - t0
     candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
     return StreamResult(
@@ -526,6 +559,7 @@ def run_stream(csv_path: str | Path, model_dir: str | Path, settings: Settings) 
         duplicates=len(out.duplicates),
         drift_records=out.drift_records,
         drift_alerts=out.drift_alerts,
+        warmup=out.warmup,
     )
 
 
@@ -1504,6 +1538,7 @@ class RunResult:
             "elapsed_s": self.elapsed_s,
             "fast_path_alerts": len(self.stream.candidates),
             "fast_path_recall": round(self.fast_path_recall, 4),
+            **({"warmup_events": self.stream.warmup} if self.stream.warmup else {}),
             **({"cases_opened": self.intake.opened, "cases_joined": self.intake.joined} if self.intake else {}),
         }
 
@@ -1600,21 +1635,30 @@ def stream_and_report(
     progress: ProgressFn | None = None,
     development_key: bool = False,
     append: bool = False,
+    warmup: str | Path | None = None,
 ) -> RunResult:
     """Stream a file through the job (the file job on a MiniCluster, or through Kafka), then
     :func:`report_stream`, in a run folder of its own (:func:`claim_run_folder`; ``append``: added
-    to its source's). Raises :class:`CountMismatch` when the job's counts do not balance."""
+    to its source's). Raises :class:`CountMismatch` when the job's counts do not balance.
+    ``warmup``: an earlier transactions file whose last seven days warm the accounts' windows
+    before the first event (file job only)."""
     from ingest.amlworld import check_transactions_file
 
     t0 = time.perf_counter() if started is None else started
     check_report_settings(settings, development_key=development_key)  # refused now, not after the job
     check_transactions_file(data)  # a wrong header, an empty file: one line now, not a job's traceback
+    if warmup is not None:
+        if kafka:
+            from auditflow.errors import InputError
+
+            raise InputError("--warm-up: the Kafka job warms from its own checkpoints (--resume), not from a file")
+        check_transactions_file(warmup)
     claim_run_folder(settings, data, append=append)  # one data set a folder: nothing mixed
     (progress or _no_progress)("stream", 0, None)
     if kafka:
         stream = run_stream_kafka(data, model_dir, settings, cluster=cluster, fresh_topics=True)
     else:
-        stream = run_stream(data, model_dir, settings)
+        stream = run_stream(data, model_dir, settings, warmup=warmup)
     return report_stream(
         stream,
         data,
@@ -1641,12 +1685,28 @@ class DemoResult:
     live: GeneratedData
     training: dict[str, Any]
     run: RunResult
+    drift_injected: tuple[datetime, int] | None = None  # --drift: every amount from then on x factor
 
 
-#: The demo's narrated alerts (``AUDITFLOW_NARRATOR_TOP`` unless set): its highest-scoring alerts
-#: (the critical tier and the top of the next), as many as keep ``make demo`` well within 10
-#: minutes on 2 cores (llama.cpp: the model loads in ~10 s, then ~5 s an alert).
+#: The demo's highest-scoring alerts narrated (``AUDITFLOW_NARRATOR_TOP`` unless set): the critical
+#: tier and the top of the next, as many as keep ``make demo`` well within 10 minutes on 2 cores
+#: (llama.cpp: the model loads in ~10 s, then ~5 s an alert).
 DEMO_NARRATED = 20
+#: The demo's history before the days its drift reference is taken from: the accounts' longest
+#: window (seven days), so the reference's inputs are as warm as the live stream's, which starts
+#: from the history's last seven days (``run --warm-up``).
+DEMO_WARMUP_DAYS = LONG_WINDOW_MINUTES // MINUTES_PER_DAY
+#: The history's last days, the drift reference: two weeks, so every weekday's rhythm is in it
+#: twice and a fortnightly one once (a shorter reference mistakes them for drift).
+DEMO_REFERENCE_DAYS = 14
+#: ``demo --drift``: every amount multiplied by this from the live set's second day, 09:00 (its
+#: first day when it has one).
+DEMO_DRIFT_FACTOR = 3
+
+
+def demo_drift_start(live_start: datetime, days: int) -> datetime:
+    """When ``demo --drift`` shifts the amounts: 09:00 of the live set's second day (first, if one)."""
+    return live_start + timedelta(days=1 if days > 1 else 0, hours=9)
 
 
 def demo(
@@ -1658,11 +1718,16 @@ def demo(
     kafka: bool = False,
     neo4j: bool = False,
     cluster: bool = False,
+    drift: bool = False,
     progress: ProgressFn | None = None,
 ) -> DemoResult:
-    """The whole flow in ``settings.out_dir`` (recreated): a labelled history (1 % laundering) to
-    train on and a live set (0.1 %) to stream; with ``neo4j`` the graph goes to the Neo4j server
-    (namespace ``demo`` unless configured, emptied first), with ``kafka`` through demo topics."""
+    """The whole flow in ``settings.out_dir`` (recreated): a labelled history (1 % laundering,
+    three weeks) to train on and a live set (0.1 %, ``days``) that continues it (the same accounts
+    and banks, the days after), streamed with the history's last week as its warm-up; drift scored
+    against the history's last two weeks (:data:`DEMO_REFERENCE_DAYS`). With ``drift``, every amount of the live set
+    from :func:`demo_drift_start` on is multiplied by :data:`DEMO_DRIFT_FACTOR`. With ``neo4j`` the
+    graph goes to the Neo4j server (namespace ``demo`` unless configured, emptied first), with
+    ``kafka`` through demo topics (the Kafka job starts cold: it warms from its own checkpoints)."""
     t0 = time.perf_counter()
     progress = progress or _no_progress
     out = settings.out_dir
@@ -1688,24 +1753,26 @@ def demo(
         settings = settings.model_copy(update={"narrator_top": DEMO_NARRATED})
     data_dir = out / DATA_DIRNAME
     progress("generate", 0, None)
-    history = generate(
-        data_dir, name="history", accounts=accounts, days=2 * days, laundering_rate=0.01, seed=settings.seed
+    history_days = DEMO_WARMUP_DAYS + DEMO_REFERENCE_DAYS
+    from ingest.synthetic import DEFAULT_START
+
+    live_start = DEFAULT_START + timedelta(days=history_days)
+    shift = (demo_drift_start(live_start, days), DEMO_DRIFT_FACTOR) if drift else None
+    history, live = generate_continuing(
+        data_dir, accounts=accounts, history_days=history_days, live_days=days, seed=settings.seed, shift=shift
     )
-    live = generate(data_dir, name="live", accounts=accounts, days=days, laundering_rate=0.001, seed=settings.seed + 1)
     progress("train", 0, None)
     # the deployed model and the models it is measured against; the side-by-side with our graph
     # features (5 of the demo's 10 minutes) is `auditflow evaluate`'s
     training = train(history.transactions, out / MODEL_DIRNAME, settings, compare_graph=False)
-    if settings.drift_reference is None:  # drift of the live set against the history's second half
+    if settings.drift_reference is None:  # drift of the live set against the history's last days
         progress("reference", 0, None)
-        events, _ = read_events(history.transactions, settings)
-        times = sorted(ev.timestamp for ev in events)
         ref = build_reference(
             history.transactions,
             out / MODEL_DIRNAME,
             settings,
-            times[len(times) // 2],
-            times[-1] + timedelta(minutes=1),
+            live_start - timedelta(days=DEMO_REFERENCE_DAYS),
+            live_start,
         )
         settings = settings.model_copy(update={"drift_reference": ref.path})
     run = stream_and_report(
@@ -1719,8 +1786,9 @@ def demo(
         started=t0,
         progress=progress,
         development_key=True,
+        warmup=None if kafka else history.transactions,
     )  # the demo may sign with the dev key
-    return DemoResult(settings, history, live, training, run)
+    return DemoResult(settings, history, live, training, run, shift)
 
 
 # ---------------------------------------------------------------------------- drift reference
@@ -1753,8 +1821,9 @@ def build_reference(
     """``auditflow reference build``: the drift reference of the scoring inputs and the score over
     the events of ``csv_path`` with ``start <= time < end`` (their features computed with the
     whole file before them, as the stream job would, and scored by the model's fast path:
-    :func:`pipelines.drift.reference_profile`), written as canonical JSON to ``out_dir`` (default
-    ``OUT_DIR/drift``) named by its id. ``segment_features``: the inputs scored within each
+    :func:`pipelines.drift.reference_profile`: the inputs whose memory the events' span covers
+    three times, dispersion on windows of ``AUDITFLOW_DRIFT_WINDOW_MINUTES``), written as canonical
+    JSON to ``out_dir`` (default ``OUT_DIR/drift``) named by its id. ``segment_features``: the inputs scored within each
     segment besides the score (default :data:`pipelines.drift.DEFAULT_SEGMENT_FEATURES`)."""
     from pipelines.drift import DEFAULT_SEGMENT_FEATURES, reference_events, reference_profile, write_reference
 
@@ -1764,9 +1833,15 @@ def build_reference(
     picked = reference_events(events, start, end)
     if not picked:
         raise ValueError(f"no events of {csv_path} between {start} and {end}")
+    # what it covers: the window asked for, within the file's first and last event
+    covered_from = max(start, min(ev.timestamp for ev in events))
+    covered_to = min(end, max(ev.timestamp for ev in events) + timedelta(minutes=1))
+    span = int((covered_to - covered_from).total_seconds()) // 60
     profile = reference_profile(
         picked,
         model_dir,
+        span_minutes=span,
+        window_minutes=settings.drift_window_minutes,
         segment_features=DEFAULT_SEGMENT_FEATURES if segment_features is None else segment_features,
         source={
             "file": Path(csv_path).name,

@@ -88,6 +88,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from itertools import accumulate
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from auditflow.limits import MINUTES_PER_DAY
@@ -287,6 +288,7 @@ class _Builder:
         self.n_accounts = accounts
         self.days = days
         self.window = days * MINUTES_PER_DAY
+        self.lo, self.hi = 0, self.window  # where laundering goes: [lo, hi) minutes (one phase)
         self.density = density
         self.accounts: list[Account] = []
         self.favorites: list[list[int]] = []
@@ -767,11 +769,12 @@ class _Builder:
         """``n`` strictly increasing minutes inside the window, spaced minutes to a day apart."""
         rng = self.rng
         gaps = [max(1, round(rng.lognormvariate(math.log(self.profile.gap_minutes), 1.1))) for _ in range(n - 1)]
-        span, room = sum(gaps), max(n, int(self.window * 0.9))
+        width = self.hi - self.lo
+        span, room = sum(gaps), max(n, int(width * 0.9))
         if span > room - 1:
             gaps = [max(1, g * (room - n) // span) for g in gaps]
             span = sum(gaps)
-        t = rng.randrange(max(1, self.window - span))
+        t = self.lo + rng.randrange(max(1, width - span))
         times = [t]
         for g in gaps:
             t += g
@@ -824,14 +827,21 @@ class _Builder:
         for _ in range(lone):
             s, r = self.participants(2)
             paid, received = self.amounts(s, r, self.lognormal(self.profile.lone_usd, 1.0))
-            self.add(rng.randrange(self.window), s, r, paid, received, self.fmt("laundering"), -2)
+            self.add(self.lo + rng.randrange(self.hi - self.lo), s, r, paid, received, self.fmt("laundering"), -2)
         return lone
 
     # ------------------------------------------------------------------ assembly
 
-    def assemble(self, start: datetime) -> tuple[list[TransactionEvent], list[LaunderingAttempt]]:
+    def assemble(self, start: datetime, cuts: Sequence[int] = ()) -> list[tuple[list[TransactionEvent],
+                                                                              list[LaunderingAttempt]]]:
+        """Events in file order and the answer key, one file per phase: ``cuts`` are the minutes
+        where a phase ends and the next begins (each file's lines start at 2)."""
         rng = self.rng
         keyed = sorted((tx[0], rng.random(), seq) for seq, tx in enumerate(self.txs))
+        bounds = [0, *cuts, self.window]
+        return [self._file(start, [k for k in keyed if lo <= k[0] < hi]) for lo, hi in zip(bounds, bounds[1:])]
+
+    def _file(self, start: datetime, keyed: list[tuple[int, float, int]]):
         ts_cache: dict[int, tuple[datetime, str]] = {}
         events: list[TransactionEvent] = []
         rows: list[list[tuple[str, ...]]] = [[] for _ in self.attempt_meta]
@@ -874,9 +884,13 @@ class _Builder:
                 if not rows[attempt]:
                     first_line[attempt] = line
                 rows[attempt].append(tuple(fields))
-        # the answer key lists attempts in the order they start in the file
-        order = sorted(range(len(rows)), key=first_line.__getitem__)
+        # the answer key lists attempts in the order they start in the file (those in it)
+        order = sorted((i for i in range(len(rows)) if rows[i]), key=first_line.__getitem__)
         return events, [LaunderingAttempt(*self.attempt_meta[i], tuple(rows[i])) for i in order]
+
+
+#: Where a generated set's time begins unless told otherwise.
+DEFAULT_START = datetime(2022, 9, 1)
 
 
 def generate(
@@ -884,7 +898,7 @@ def generate(
     days: int = 3,
     laundering_rate: float = 0.001,
     seed: int = 7,
-    start: datetime = datetime(2022, 9, 1),
+    start: datetime = DEFAULT_START,
     *,
     tx_per_account_day: float = 4.5,
     min_each_typology: bool = True,
@@ -895,12 +909,45 @@ def generate(
     ``tx_per_account_day`` sets the background density: the defaults give about 27,000
     background rows. ``laundering_rate`` is the share of laundering rows among all rows.
     """
+    return generate_phases(accounts, [(days, laundering_rate)], seed, start, tx_per_account_day=tx_per_account_day,
+                           min_each_typology=min_each_typology, profile=profile)[0]
+
+
+def generate_phases(
+    accounts: int,
+    phases: Sequence[tuple[int, float]],
+    seed: int = 7,
+    start: datetime = DEFAULT_START,
+    *,
+    tx_per_account_day: float = 4.5,
+    min_each_typology: bool = True,
+    profile: LaunderingProfile | str = "default",
+    shift: tuple[datetime, int] | None = None,
+) -> list[Dataset]:
+    """One world over consecutive phases, a data set each: ``phases`` are (days, laundering rate).
+    The accounts, banks, regular payees and recurring payments are the same throughout and go on
+    from one phase into the next; each phase has its own laundering budget (its rate of its own
+    background rows), its attempts inside it, and a file of its own (lines from 2). So a history
+    to train on and a live stream that continues it: the same accounts, later dates.
+
+    ``shift``: (from, factor): a drift, stated: every amount (paid and received, exact units) of a
+    transfer at or after ``from`` multiplied by ``factor``; all else, every draw included, the same.
+
+    >>> h, lv = generate_phases(300, [(2, 0.01), (1, 0.001)], seed=1)
+    >>> max(e.timestamp for e in h.events) < min(e.timestamp for e in lv.events)
+    True
+    >>> {e.sender for e in lv.events} <= {a.ref for a in lv.accounts} == {a.ref for a in h.accounts}
+    True
+    """
     if accounts < 20:
         raise ValueError(f"accounts must be at least 20, got {accounts}")
-    if days < 1:
-        raise ValueError(f"days must be at least 1, got {days}")
-    if not 0 <= laundering_rate < 0.5:
-        raise ValueError(f"laundering_rate must be in [0, 0.5), got {laundering_rate}")
+    if not phases:
+        raise ValueError("generate_phases needs at least one phase")
+    for days, laundering_rate in phases:
+        if days < 1:
+            raise ValueError(f"days must be at least 1, got {days}")
+        if not 0 <= laundering_rate < 0.5:
+            raise ValueError(f"laundering_rate must be in [0, 0.5), got {laundering_rate}")
     if tx_per_account_day <= 0:
         raise ValueError(f"tx_per_account_day must be positive, got {tx_per_account_day}")
     start = start.replace(second=0, microsecond=0)
@@ -908,25 +955,46 @@ def generate(
         if profile not in PROFILES:
             raise ValueError(f"unknown laundering profile {profile!r}: expected one of {sorted(PROFILES)}")
         profile = PROFILES[profile]
-    b = _Builder(accounts, days, seed, tx_per_account_day, profile)
+    total = sum(d for d, _ in phases)
+    b = _Builder(accounts, total, seed, tx_per_account_day, profile)
     b.make_accounts()
-    b.background(round(accounts * days * tx_per_account_day))
-    n_background = len(b.txs)
-    budget = round(laundering_rate * n_background / (1 - laundering_rate))
-    lone = b.laundering(budget, min_each_typology)
-    events, attempts = b.assemble(start)
-    params = {
-        "accounts": accounts,
-        "days": days,
-        "laundering_rate": laundering_rate,
-        "seed": seed,
-        "start": start.isoformat(),
-        "tx_per_account_day": tx_per_account_day,
-        "min_each_typology": min_each_typology,
-        **({} if profile == PROFILES["default"] else {"profile": profile}),
-    }
-    lookalikes = [b.accounts[i].ref for i in sorted(set(b.lookalike_idx))]
-    return Dataset(events, attempts, list(b.accounts), params, lone, lookalikes)
+    b.background(round(accounts * total * tx_per_account_day))
+    bounds = [0]
+    for days, _ in phases:
+        bounds.append(bounds[-1] + days * MINUTES_PER_DAY)
+    lone, lookalikes = [], [b.accounts[i].ref for i in sorted(set(b.lookalike_idx))]
+    for (lo, hi), (_, laundering_rate) in zip(zip(bounds, bounds[1:]), phases):
+        n_background = sum(1 for tx in b.txs if lo <= tx[0] < hi and tx[6] == -1)
+        budget = round(laundering_rate * n_background / (1 - laundering_rate))
+        b.lo, b.hi = lo, hi
+        lone.append(b.laundering(budget, min_each_typology))
+    if shift is not None:
+        since, factor = shift
+        if factor < 1:
+            raise ValueError(f"shift factor must be a positive integer, got {factor}")
+        at = int((since - start).total_seconds()) // 60
+        b.txs = [
+            (m, s, r, Money(p.currency, p.units * factor), Money(q.currency, q.units * factor), f, a)
+            if m >= at else (m, s, r, p, q, f, a)
+            for m, s, r, p, q, f, a in b.txs
+        ]
+    files = b.assemble(start, bounds[1:-1])
+    out = []
+    for i, ((events, attempts), (days, laundering_rate)) in enumerate(zip(files, phases)):
+        params = {
+            "accounts": accounts,
+            "days": days,
+            "laundering_rate": laundering_rate,
+            "seed": seed,
+            "start": (start + timedelta(minutes=bounds[i])).isoformat(),
+            "tx_per_account_day": tx_per_account_day,
+            "min_each_typology": min_each_typology,
+            **({} if profile == PROFILES["default"] else {"profile": profile}),
+            **({} if len(phases) == 1 else {"phase": i + 1, "of": [list(p) for p in phases]}),
+            **({} if shift is None else {"shift": {"from": shift[0].isoformat(), "factor": shift[1]}}),
+        }
+        out.append(Dataset(events, attempts, list(b.accounts), params, lone[i], lookalikes))
+    return out
 
 
 def write_dataset(dataset: Dataset, out_dir: str | Path, name: str = "synthetic") -> tuple[Path, Path]:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from auditflow.records import TransactionEvent
 
-PROFILE_SCHEMA = "auditflow.drift_reference/1"
+PROFILE_SCHEMA = "auditflow.drift_reference/2"  # /1 had no dispersion: rebuild those
 RECORD_SCHEMA = "auditflow.drift/1"
 _encode_str = json.encoder.encode_basestring
 SCORE = "score"
@@ -115,6 +115,10 @@ class Profile:
     other_levels: dict[str, list[str]] = field(default_factory=dict)
     # the features scored within each segment of a dimension (every feature in ALL_SEGMENT)
     segment_features: tuple[str, ...] = ()
+    # the windows the dispersion was measured on (0: none measured) and, per feature and segment,
+    # the dispersion factor (>= 1) of the reference's own windows of that size (estimate_dispersion)
+    window_minutes: int = 0
+    dispersion: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def body(self) -> dict:
         d = asdict(self)
@@ -135,6 +139,8 @@ class Profile:
 
     @classmethod
     def from_body(cls, d: dict) -> Profile:
+        if d.get("schema") == "auditflow.drift_reference/1":
+            raise ValueError("a reference of format /1 (no dispersion): rebuild it (auditflow reference build)")
         if d.get("schema") != PROFILE_SCHEMA:
             raise ValueError(f"not a {PROFILE_SCHEMA} document (schema {d.get('schema')!r})")
         kw = {k: v for k, v in d.items() if k != "schema"}
@@ -200,6 +206,50 @@ def build_profile(rows: Iterable[Row], features: Sequence[str], *, bins: int = D
     return replace(draft, counts=counts)
 
 
+#: Fewest judged reference windows a block's own dispersion is measured on; below, the dispersion
+#: of its feature over all events stands in (and 1 where that is not measured either).
+MIN_DISPERSION_WINDOWS = 8
+
+
+def estimate_dispersion(profile: Profile, rows: Iterable[Row], window_minutes: int) -> Profile:
+    """The profile with its dispersion for windows of ``window_minutes``: per feature and segment,
+    the factor by which the drift threshold of independent events must grow for the reference's
+    own windows to cross it no more often than the threshold's quantile says: the
+    :data:`auditflow.drift.DRIFT_QUANTILE` (99 %) over its judged windows of PSI / the PSI drift
+    threshold of same-size multinomial draws; at least 1.
+
+    The draws behind the thresholds treat a window's events as independent. Events are not: the
+    same account's transfers share its window features, recurring payments repeat amounts, and
+    days and weeks have their rhythm, so an unchanged stream's windows scatter more than the draws
+    say, and with independent thresholds every such feature "drifts" half the time. Scoring
+    divides a block's metrics by its dispersion (the JS distance by its square root) before the
+    thresholds and p-values, which is to judge the window at its effective size,
+    ``events / dispersion``. The reference is measured against itself, so this needs no labels and
+    no other data; it can only see the rhythms the reference spans (take two weeks or more)."""
+    rows = list(rows)
+    bare = replace(profile, window_minutes=0, dispersion={})
+    scorer = PaneScorer(bare, window_minutes)
+    counts = window_counts(bare, rows, window_minutes)
+    first = bare.features[0]
+    ratios: list[list[float]] = [[] for _ in scorer.cells]
+    for p in sorted({p for p, _, _ in counts}):
+        sp = scorer.scored(Pane(p, scorer.layout.flat(counts, p), sum(counts.get((p, first, D.ALL_SEGMENT), ())),
+                                None, None))
+        col = sp.metrics["psi"]
+        for i, status in enumerate(col.statuses):
+            if status not in D.JUDGED:
+                continue
+            if col.drift[i] > 0:
+                ratios[i].append(float(col.values[i]) / float(col.drift[i]))
+    own = {(f, seg): float(np.quantile(r, D.DRIFT_QUANTILE))
+           for (f, seg, _, _), r in zip(scorer.cells, ratios) if len(r) >= MIN_DISPERSION_WINDOWS}
+    dispersion: dict[str, dict[str, float]] = {}
+    for f, seg, _, _ in scorer.cells:
+        got = own.get((f, seg), own.get((f, D.ALL_SEGMENT), 1.0))
+        dispersion.setdefault(f, {})[seg] = round(max(1.0, got), 6)
+    return replace(profile, window_minutes=window_minutes, dispersion=dispersion)
+
+
 #: Model inputs scored within each segment of a reference besides the score (all of them are
 #: scored over all events).
 DEFAULT_SEGMENT_FEATURES = ("amount_usd",)
@@ -215,13 +265,17 @@ def reference_events(events: Iterable[TransactionEvent], start: datetime,
 
 
 def reference_profile(picked: Sequence[tuple[TransactionEvent, Mapping[str, float]]], model_dir: str | Path, *,
+                      span_minutes: int, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES,
                       segment_features: Sequence[str] = DEFAULT_SEGMENT_FEATURES,
                       source: Mapping | None = None) -> Profile:
     """The drift reference of ``picked`` (:func:`reference_events`) scored by the fast path of the
-    model in ``model_dir`` (its digest is the reference's ``model_version``): every model input and
-    the score over all events; within each segment (payment format, currency, bank), the score,
-    ``segment_features`` and the segment dimensions' own distributions (categorical: levels,
-    other, new). ``source``: what it was built from (file, hash, time range)."""
+    model in ``model_dir`` (its digest is the reference's ``model_version``): the score and every
+    model input whose memory the reference's ``span_minutes`` covers
+    (:func:`auditflow.drift.monitored_features`) over all events; within each segment (payment
+    format, currency, bank), the score, ``segment_features`` and the segment dimensions' own
+    distributions (categorical: levels, other, new); and its dispersion on windows of
+    ``window_minutes`` (:func:`estimate_dispersion`). ``source``: what it was built from (file,
+    hash, time range)."""
     from auditflow.features import FEATURE_NAMES
     from model_service.fast_path import batch_scorer
 
@@ -232,8 +286,23 @@ def reference_profile(picked: Sequence[tuple[TransactionEvent, Mapping[str, floa
                 {"payment_format": ev.payment_format, "currency": ev.amount_paid.currency, "bank": ev.sender.bank},
                 {**{n: float(f[n]) for n in FEATURE_NAMES}, SCORE: float(s)})
             for (ev, f), s in zip(picked, scores)]
-    return build_profile(rows, (*FEATURE_NAMES, SCORE), model_version=digest, categorical=D.SEGMENT_DIMENSIONS,
-                         segment_features=(SCORE, *segment_features, *D.SEGMENT_DIMENSIONS), source=dict(source or {}))
+    return product_profile(rows, span_minutes, window_minutes, segment_features=segment_features,
+                           model_version=digest, source=source)
+
+
+def product_profile(rows: Sequence[Row], span_minutes: int, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES, *,
+                    segment_features: Sequence[str] = DEFAULT_SEGMENT_FEATURES, model_version: str = "",
+                    source: Mapping | None = None) -> Profile:
+    """The reference the product builds from scored rows (:func:`reference_profile`'s, without
+    the model): the score and the inputs whose memory ``span_minutes`` covers, segments, dispersion
+    on windows of ``window_minutes``."""
+    from auditflow.features import FEATURE_MEMORY_MINUTES
+
+    monitored = D.monitored_features(FEATURE_MEMORY_MINUTES, span_minutes)
+    profile = build_profile(rows, (*monitored, SCORE), model_version=model_version, categorical=D.SEGMENT_DIMENSIONS,
+                            segment_features=(SCORE, *segment_features, *D.SEGMENT_DIMENSIONS),
+                            source=dict(source or {}))
+    return estimate_dispersion(profile, rows, window_minutes)
 
 
 def write_reference(profile: Profile, out_dir: str | Path) -> Path:
@@ -567,6 +636,14 @@ class Pane:
     last_offset: int | None
 
 
+def check_window(profile: Profile, window_minutes: int) -> None:
+    """``ValueError`` unless the profile's dispersion was measured on windows of this size."""
+    if profile.window_minutes and profile.window_minutes != window_minutes:
+        raise ValueError(f"the reference's dispersion was measured on {profile.window_minutes}-minute windows, not "
+                         f"{window_minutes}: build it for these (AUDITFLOW_DRIFT_WINDOW_MINUTES={window_minutes} "
+                         "auditflow reference build)")
+
+
 def _sorted_quantile(d: np.ndarray, q: float) -> float:
     """numpy's (linear) quantile of an array already sorted ascending."""
     pos = q * (d.size - 1)
@@ -583,6 +660,7 @@ class PaneScorer:
     (:func:`auditflow.drift.size_scale`)."""
 
     def __init__(self, profile: Profile, window_minutes: int = D.DEFAULT_DRIFT_WINDOW_MINUTES, *, q: float = 0.05):
+        check_window(profile, window_minutes)
         self.profile, self.layout, self.q = profile, Layout.of(profile), q
         self.window_ms = window_minutes * 60_000
         self.rid = profile.reference_id
@@ -606,6 +684,8 @@ class PaneScorer:
         self.ref_bin = np.array([next((i for i, x in enumerate(profile.counts[f][seg]) if x), 0)
                                  for f, seg, _, _ in cells], dtype=np.int64)
         self.categorical = np.array([f in profile.levels for f, _, _, _ in cells], dtype=bool)
+        # per cell: its dispersion (estimate_dispersion), by which its metrics are divided
+        self.dispersion = np.array([profile.dispersion.get(f, {}).get(seg, 1.0) for f, seg, _, _ in cells])
         self._groups_of: dict[D.DriftRule, list[tuple[tuple, list[int]]]] = {}
 
     def _calibration(self, cell: int, n: int):
@@ -710,8 +790,9 @@ class PaneScorer:
         columns = {}
         for m in D.METRICS:  # thresholds, statuses, p-values and Benjamini-Hochberg over the judged blocks
             scale, warn, drift = np.ones(k), np.zeros(k), np.zeros(k)
+            spread = np.sqrt(self.dispersion) if m == "js" else self.dispersion
             for i, (_, thresholds, _) in cals.items():  # draws at the grid point carried to the cell's size
-                scale[i] = sc = D.size_scale(m, cal_sizes[i], n_list[i])
+                scale[i] = sc = D.size_scale(m, cal_sizes[i], n_list[i]) * spread[i]
                 warn[i], drift[i] = thresholds[m][0] * sc, thresholds[m][1] * sc
             v = values[m]
             code = np.where(judged, np.where(v > drift, _DRIFT, np.where(v > warn, _WARN, _OK)), gate)
@@ -1003,6 +1084,7 @@ class DriftSpec:
         if not isinstance(self.window_minutes, int) or not 1 <= self.window_minutes <= 7 * 1440:
             raise ValueError(f"drift window of {self.window_minutes!r} minutes: expected 1 to {7 * 1440}")
         Layout.of(self.profile)  # the stream needs every segment dimension
+        check_window(self.profile, self.window_minutes)
         bad = [f for f in self.profile.features if f not in self.profile.levels and f not in self.profile.edges]
         if bad:
             raise ValueError(f"drift reference feature {bad[0]!r} has neither bin edges nor levels")

@@ -36,8 +36,10 @@ are then applied in event-time order, so the features do not depend on arrival o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import site
 import sys
 import tempfile
@@ -57,6 +59,7 @@ from auditflow.limits import (
     DEFAULT_EVENT_TIME_WINDOW,
     DEFAULT_OUT_OF_ORDERNESS_MS,
     FEATURE_WINDOWS,
+    LONG_WINDOW_MINUTES,
     MAX_WINDOW_LEGS,
     RECENT_LEGS,
 )
@@ -93,6 +96,9 @@ class StreamSpec:
     flink_conf: dict = field(default_factory=dict)  # further Flink options (e.g. execution.buffer-timeout)
     time_window: tuple[datetime, datetime] = DEFAULT_EVENT_TIME_WINDOW  # plausible event times (file source)
     drift: DriftSpec | None = None  # None: the job computes no drift scores
+    # events earlier than this (epoch ms) only warm the accounts' windows: not scored, alerted,
+    # drift-counted or written to the graph (counted as warm-up); None: no warm-up
+    score_from_ms: int | None = None
 
 
 # ------------------------------------------------------------------------------ environment
@@ -469,6 +475,8 @@ def build_topology(t_env, source_view: str, spec: StreamSpec) -> Topology:
     params = jvm.io.auditflow.stream.StreamFeatures.Params(
         _long_array(gateway, [m for _, m in FEATURE_WINDOWS]), MAX_WINDOW_LEGS, RECENT_LEGS, CP_WINDOW,
         spec.allowed_lateness_ms)
+    if spec.score_from_ms is not None:
+        params = params.scoreFrom(int(spec.score_from_ms))
     result = jvm.io.auditflow.stream.StreamFeatures.build(
         records._j_data_stream, params, _string_array(gateway, WIRE_FIELDS), _string_array(gateway, list(CURRENCIES)),
         _long_array(gateway, [100 * 10**scale for _, scale in CURRENCIES.values()]),
@@ -593,7 +601,8 @@ def job_counts(job_result) -> dict[str, int]:
     """The job's own counters from a finished job's result (absent counters are 0)."""
     acc = job_result.get_all_accumulator_results()
     return {"processed": int(acc.get("auditflow.processed", 0) or 0),
-            "duplicate": int(acc.get("auditflow.duplicate", 0) or 0)}
+            "duplicate": int(acc.get("auditflow.duplicate", 0) or 0),
+            "warmup": int(acc.get("auditflow.warmup", 0) or 0)}
 
 
 # ------------------------------------------------------------------------------ file runs
@@ -649,6 +658,7 @@ class FileJobOutput:
     # the drift records' and drift alerts' JSON lines as the job wrote them, parsed when first asked for
     drift_lines: list[str] = field(default_factory=list, repr=False)
     drift_alert_lines: list[str] = field(default_factory=list, repr=False)
+    warmup: int = 0  # warm-up events (run_file_job's warmup): in the windows, not in records_in
 
     @cached_property
     def drift_records(self) -> list[dict]:
@@ -662,12 +672,56 @@ class FileJobOutput:
                       key=lambda a: (a["window_start"], a["rule"], a["alert_id"]))
 
 
-def run_file_job(csv_path: str | Path, spec: StreamSpec) -> FileJobOutput:
-    """Run the job on a local MiniCluster over an AMLworld CSV (the embedded default)."""
+def warmup_records(history: str | Path, before_ms: int, *, span_ms: int = LONG_WINDOW_MINUTES * 60_000,
+                   time_window: tuple[datetime, datetime] = DEFAULT_EVENT_TIME_WINDOW) -> list[bytes]:
+    """The wire records that warm a job starting at ``before_ms``: the valid events of ``history``
+    in the ``span_ms`` before it (the longest window the accounts keep; older legs would expire
+    anyway), each event id once, in event-time order (so none is late or a duplicate)."""
+    from ingest.kafka_io import wire_records
+
+    lo = before_ms - span_ms
+    picked: dict[bytes, tuple[int, int, bytes]] = {}  # event id -> (time, position, record)
+    for i, item in enumerate(wire_records(history, time_window=time_window)):
+        if isinstance(item, RejectedRecord):
+            continue
+        _, eid, ts_text, _ = item[1].split(b",", 3)  # af1,<event id>,<event time ms>,...
+        ts = int(ts_text)
+        if lo <= ts < before_ms and eid not in picked:
+            picked[eid] = (ts, i, item[1])
+    return [v for _, _, v in sorted(picked.values())]
+
+
+def first_event_ms(wire_path: str | Path) -> int | None:
+    """The earliest event time in a wire file (None: no record)."""
+    with open(wire_path, "rb") as fh:
+        return min((int(line.split(b",", 3)[2]) for line in fh), default=None)
+
+
+def run_file_job(csv_path: str | Path, spec: StreamSpec, *, warmup: str | Path | None = None) -> FileJobOutput:
+    """Run the job on a local MiniCluster over an AMLworld CSV (the embedded default).
+
+    ``warmup``: an earlier transactions file whose last days (:func:`warmup_records`) go through
+    the job first, so the accounts' windows start where that history left them; they are counted
+    as ``warmup``, not in ``records_in``, and nothing of them is scored or written."""
+    warm = 0
     with tempfile.TemporaryDirectory(prefix="auditflow-wire-") as tmp:
         wire = Path(tmp) / "events.af1"
         records_in, parse_rejects = write_wire_file(csv_path, wire, time_window=spec.time_window)
+        first = first_event_ms(wire) if warmup is not None else None
+        if first is not None:
+            records = warmup_records(warmup, first, time_window=spec.time_window)
+            warm = len(records)
+            both = Path(tmp) / "warm-then-events.af1"
+            with open(both, "wb") as out_fh:
+                for r in records:
+                    out_fh.write(r + b"\n")
+                with open(wire, "rb") as fh:
+                    shutil.copyfileobj(fh, out_fh)
+            wire, spec = both, dataclasses.replace(spec, score_from_ms=first)
         out = run_wire_job(wire, spec, source=str(csv_path))
+    if out.warmup != warm:
+        raise RuntimeError(f"the job counted {out.warmup} warm-up events, {warm} were given")
+    out.records_in -= warm
     if out.records_in != records_in - len(parse_rejects):
         raise RuntimeError(f"wire file holds {out.records_in} records, expected {records_in - len(parse_rejects)}")
     out.records_in = records_in  # every CSV line: the wire records plus the lines rejected by the reader
@@ -690,7 +744,7 @@ def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None 
         raise RuntimeError(f"duplicate counter {counts['duplicate']} != {len(out.duplicates)} duplicates collected")
     out.rejects.sort(key=lambda r: (r.source, r.offset))
     return FileJobOutput(out.alerts, out.rejects, out.late, out.duplicates, records, counts["processed"], seconds,
-                         out.drift_lines, out.drift_alert_lines)
+                         out.drift_lines, out.drift_alert_lines, warmup=counts["warmup"])
 
 
 class SideOutput(Enum):

@@ -414,3 +414,64 @@ def test_convert_rounds_half_even_at_the_receiving_scale():
     # 1.00 USD = 100 / 1.29 GBP = 0.7751937... -> 0.78
     assert convert(Money("US Dollar", 100), "UK Pound") == Money("UK Pound", 78)
     assert convert(Money("Bitcoin", 100_000_000), "US Dollar") == Money("US Dollar", 1_150_000)
+
+
+# ------------------------------------------------------------------ one world, consecutive phases
+
+
+@pytest.fixture(scope="module")
+def phases():
+    from ingest.synthetic import generate_phases
+
+    return generate_phases(600, [(4, 0.02), (2, 0.002)], seed=13)
+
+
+def test_phases_continue_one_world(phases, tmp_path):
+    """The live phase goes on where the history stops: later dates, the same accounts (nine in ten
+    of the live senders already paid in the history), the same recurring payments, each file its
+    own lines from 2 that read back as written, each phase's laundering inside it."""
+    history, live = phases
+    assert max(e.timestamp for e in history.events) < datetime(2022, 9, 5) <= min(e.timestamp for e in live.events)
+    assert max(e.timestamp for e in live.events) < datetime(2022, 9, 7)
+    assert [e.source_offset for e in live.events[:3]] == [2, 3, 4]
+    senders = {e.sender for e in history.events}
+    live_senders = {e.sender for e in live.events}
+    assert len(live_senders & senders) >= 0.9 * len(live_senders)
+    h_pairs = {(e.sender, e.receiver, e.amount_paid) for e in history.events}
+    repeats = sum((e.sender, e.receiver, e.amount_paid) in h_pairs for e in live.events)
+    assert repeats >= 0.03 * len(live.events)  # salaries, rent, subscriptions: same payer, payee and amount
+    for ds, (lo, hi) in ((history, (datetime(2022, 9, 1), datetime(2022, 9, 5))),
+                         (live, (datetime(2022, 9, 5), datetime(2022, 9, 7)))):
+        trans, _ = write_dataset(ds, tmp_path, name=f"p{lo.day}")
+        assert [e for e in read_transactions(trans)] == ds.events
+        for _, _, evs in _attempt_events(ds):
+            assert all(lo <= e.timestamp < hi for e in evs)
+
+
+def test_each_phase_has_its_own_laundering_rate(phases):
+    history, live = phases
+    assert 0.015 < history.laundering_rate < 0.03
+    # the live budget is small: every typology at least once (31 rows) sets its floor
+    assert live.laundering_count <= max(31 + 10, 1.5 * 0.002 * len(live.events))
+    assert {a.typology for a in live.attempts} == set(TYPOLOGIES)
+
+
+def test_a_shift_multiplies_every_amount_from_its_time_and_changes_nothing_else():
+    from ingest.synthetic import generate_phases
+
+    since = datetime(2022, 9, 5, 9)
+    plain = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17)
+    moved = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17, shift=(since, 3))
+    assert moved[0].events == plain[0].events  # the history is before the shift
+    a, b = plain[1].events, moved[1].events
+    assert len(a) == len(b)
+    after = 0
+    for x, y in zip(a, b, strict=True):
+        assert (x.timestamp, x.sender, x.receiver, x.payment_format, x.is_laundering) == (
+            y.timestamp, y.sender, y.receiver, y.payment_format, y.is_laundering)
+        k = 3 if x.timestamp >= since else 1
+        after += k == 3
+        assert y.amount_paid == Money(x.amount_paid.currency, 3 * x.amount_paid.units if k == 3 else x.amount_paid.units)
+        assert y.amount_received.units == k * x.amount_received.units
+    assert after > len(a) // 3
+    assert moved[1].params["shift"] == {"from": since.isoformat(), "factor": 3}

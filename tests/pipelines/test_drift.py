@@ -306,3 +306,70 @@ def test_a_scored_pane_writes_and_judges_what_its_records_say():
     bad = P.ScoredPane(**{**pane.__dict__, "out_of_reference": [math.inf] + pane.out_of_reference[1:]})
     with pytest.raises(ValueError, match="out_of_reference=inf"):
         bad.json()
+
+
+def _psi_draws(p: np.ndarray, n_unique: int, repeat: int, rng, alpha: float = 0.5, draws: int = 4000) -> np.ndarray:
+    """PSI (smoothed as the product smooths) of windows of ``n_unique`` draws from ``p``, each
+    counted ``repeat`` times, against ``p`` scaled to the reference's size: plain numpy."""
+    ref = p * 10_000
+    lp = np.log((ref + alpha) / (ref + alpha).sum())
+    cur = rng.multinomial(n_unique, p, size=draws) * repeat
+    lq = np.log((cur + alpha) / (cur + alpha).sum(axis=1, keepdims=True))
+    return np.sum((np.exp(lq) - np.exp(lp)) * (lq - lp), axis=1)
+
+
+def test_dispersion_is_about_one_for_independent_events_and_what_repeats_make_it():
+    """Independent events cross the drift threshold as often as it says (dispersion near 1); in a
+    stream where every event comes k times (an account repeating its transfer) the threshold must
+    grow by the ratio of the 99th percentiles of the PSI of windows of n / k draws counted k times
+    and of n independent draws, computed here apart from the product with numpy."""
+    rows = stream(240, 101, per_hour=300)
+    iid = P.estimate_dispersion(P.build_profile(rows, FEATURES), rows, 60)
+    assert iid.window_minutes == 60
+    assert 1.0 <= iid.dispersion["amount_usd"][D.ALL_SEGMENT] < 1.4
+    k = 4
+    repeated = [r for r in stream(240, 102, per_hour=300 // k) for _ in range(k)]
+    profile = P.build_profile(repeated, FEATURES)
+    ref = np.asarray(profile.counts["amount_usd"][D.ALL_SEGMENT], dtype=float)
+    p, rng = ref / ref.sum(), np.random.default_rng(5)
+    want = np.quantile(_psi_draws(p, 300 // k, k, rng), 0.99) / np.quantile(_psi_draws(p, 300, 1, rng), 0.99)
+    assert want > 2  # repeats matter
+    got = P.estimate_dispersion(profile, repeated, 60).dispersion["amount_usd"][D.ALL_SEGMENT]
+    assert 0.65 * want < got < 1.5 * want
+
+
+def test_dispersion_keeps_an_unchanged_repeating_stream_quiet_and_still_sees_a_shift():
+    """With repeated events, independent thresholds see drift in windows of an unchanged stream;
+    the dispersion-aware ones do not, and a real shift (Cash x2.5, of events repeated alike) is
+    still flagged in the Cash segment."""
+    k = 4
+
+    def rep(rows):
+        return [r for r in rows for _ in range(k)]
+
+    ref = rep(stream(96, 111, per_hour=250))
+    bare = P.build_profile(ref, FEATURES)
+    profile = P.estimate_dispersion(bare, ref, 60)
+    quiet = rep(stream(48, 112, per_hour=250, start_hour=96))
+
+    def drifting(p, rows, segment=D.ALL_SEGMENT):
+        recs = P.score_windows(p, P.window_counts(p, rows, 60), 60)
+        return sum(r.status == "drift" and r.significant for r in recs
+                   if r.feature == "amount_usd" and r.segment == segment and r.metric == "psi")
+
+    assert drifting(bare, quiet) >= 24  # of 48 windows: what independent thresholds make of repeats
+    assert drifting(profile, quiet) <= 4
+    shifted = rep(stream(48, 113, per_hour=250, start_hour=96, shift_from_hour=96))
+    assert drifting(profile, shifted, "payment_format=Cash") >= 24
+
+
+def test_a_reference_is_scored_on_the_windows_its_dispersion_was_measured_on():
+    rows = stream(24, 121)
+    profile = P.estimate_dispersion(P.build_profile(rows, FEATURES), rows, 60)
+    with pytest.raises(ValueError, match="measured on 60-minute windows, not 30"):
+        P.DriftSpec(profile, 30)
+    P.DriftSpec(profile, 60)
+    body = json.loads(json.dumps(profile.body()))
+    assert P.Profile.from_body(body) == profile
+    with pytest.raises(ValueError, match="format /1"):
+        P.Profile.from_body({**body, "schema": "auditflow.drift_reference/1"})

@@ -4,6 +4,7 @@ of order, late and twice."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -153,3 +154,35 @@ def test_csv_file_run_counts_and_alerts(tmp_path):
     reference = dict((ev.event_id, f) for ev, f in iter_features(good))
     expected = {eid for eid, f in reference.items() if f["amount_usd"] / 20_000.0 >= 0.5}
     assert expected and {a["event"]["event_id"] for a in out.alerts} == expected
+
+
+def test_a_warm_up_history_fills_the_windows_and_nothing_of_it_is_scored_or_written(tmp_path):
+    """``warmup``: the history's last seven days go through the accounts' windows first, so the live
+    events' features are those of the plain-Python reference run over that week and the live file
+    together, bit for bit; the warm-up events themselves are counted apart, never scored, alerted
+    or written to the graph, and the live file's counts balance on their own."""
+    from datetime import timedelta
+
+    from ingest.synthetic import generate_phases
+
+    history, live = generate_phases(150, [(9, 0.01), (1, 0.01)], seed=23)
+    h_csv, _ = write_dataset(history, tmp_path, name="history")
+    l_csv, _ = write_dataset(live, tmp_path, name="live")
+    graph = tmp_path / "graph.jsonl"
+    spec = StreamSpec(scorer_factory=linear_scorer(threshold=0.0), graph_url=f"embedded:{graph}")
+    out = run_file_job(l_csv, spec, warmup=h_csv)
+
+    start = min(e.timestamp for e in live.events)
+    week = [e for e in history.events if start - timedelta(days=7) <= e.timestamp < start]
+    assert len(week) < len(history.events)  # the history's first days are not needed, nor sent
+    assert out.warmup == len(week)
+    assert out.records_in == len(live.events) == out.processed and not (out.rejects or out.late or out.duplicates)
+    reference = {ev.event_id: f for ev, f in iter_features([*week, *live.events]) if ev.timestamp >= start}
+    got = {a["event"]["event_id"]: dict(a["features"]) for a in out.alerts}  # threshold 0: every scored event
+    assert set(got) == {e.event_id for e in live.events} == set(reference)
+    differ = [eid for eid, f in got.items() if any(f[n] != reference[eid][n] for n in FEATURE_NAMES)]
+    assert not differ, f"{len(differ)} live events differ from the warm reference, e.g. {differ[:3]}"
+    cold = {ev.event_id: f for ev, f in iter_features(live.events)}
+    assert sum(got[e]["snd_n_life"] != cold[e]["snd_n_life"] for e in got) > len(got) // 2  # the warm-up mattered
+    written = [json.loads(line)["event_id"] for line in graph.read_text().splitlines()]
+    assert sorted(written) == sorted(e.event_id for e in live.events)  # each live event once, no history

@@ -39,6 +39,8 @@ public final class StreamFeatures {
     public static final int N_EVENT_FEATURES = 6;
     public static final String PROCESSED = "auditflow.processed";
     public static final String DUPLICATE = "auditflow.duplicate";
+    /** Events before {@link Params#scoreFromMs}: they warm the accounts' state, nothing more. */
+    public static final String WARMUP = "auditflow.warmup";
 
     static final RowTypeInfo INPUT = new RowTypeInfo(
             new TypeInformation<?>[] {Types.STRING, Types.LONG, Types.LONG, Types.STRING, Types.STRING, Types.LONG,
@@ -75,6 +77,9 @@ public final class StreamFeatures {
         public int recentLegs;
         public int cpWindow;
         public long latenessMs;
+        /** Events earlier than this (epoch ms) are a warm-up: they go into the accounts' windows
+         * but are not emitted (no features row, no graph write), counted as {@link #WARMUP}. */
+        public long scoreFromMs = Long.MIN_VALUE;
 
         public Params(long[] windows, int maxLegs, int recentLegs, int cpWindow, long latenessMs) {
             this.windows = windows;
@@ -82,6 +87,12 @@ public final class StreamFeatures {
             this.recentLegs = recentLegs;
             this.cpWindow = cpWindow;
             this.latenessMs = latenessMs;
+        }
+
+        /** This job's warm-up ends at {@code ms} (see {@link #scoreFromMs}). */
+        public Params scoreFrom(long ms) {
+            this.scoreFromMs = ms;
+            return this;
         }
 
         AccountWindow newWindow() {
@@ -156,11 +167,13 @@ public final class StreamFeatures {
         DataStream<Row> joined = unique
                 .keyBy(r -> (String) r.getField(EID), Types.STRING)
                 .connect(legFeatures.keyBy(f -> f.eid, Types.STRING))
-                .process(new JoinLegs(perSide))
+                .process(new JoinLegs(perSide, p.scoreFromMs))
                 .returns(outType)
                 .name("join-legs");
         DataStream<Row> late = decoded.getSideOutput(LATE);
-        DataStream<Row> graphEvents = unique.map(r -> Row.of(r.getField(PAYLOAD))).returns(PAYLOAD_TYPE)
+        long scoreFrom = p.scoreFromMs;
+        DataStream<Row> graphEvents = unique.filter(r -> (Long) r.getField(TS) >= scoreFrom)
+                .map(r -> Row.of(r.getField(PAYLOAD))).returns(PAYLOAD_TYPE)
                 .union(late.map(r -> Row.of(r.getField(4))).returns(PAYLOAD_TYPE));
         return new Result(joined, unique.getSideOutput(DUPLICATES), decoded.getSideOutput(REJECTS), late, graphEvents);
     }
@@ -343,12 +356,14 @@ public final class StreamFeatures {
     /** Keyed by event id: waits for the event and both legs' features, then emits one row. */
     static final class JoinLegs extends KeyedCoProcessFunction<String, Row, LegFeatures, Row> {
         private final int perSide;
+        private final long scoreFromMs;
         private transient ValueState<Row> event;
         private transient ValueState<LegFeatures> first, second;
-        private transient LongCounter processed;
+        private transient LongCounter processed, warmup;
 
-        JoinLegs(int perSide) {
+        JoinLegs(int perSide, long scoreFromMs) {
             this.perSide = perSide;
+            this.scoreFromMs = scoreFromMs;
         }
 
         @Override
@@ -359,6 +374,7 @@ public final class StreamFeatures {
             second = getRuntimeContext().getState(
                     new ValueStateDescriptor<>("leg2", TypeInformation.of(LegFeatures.class)));
             processed = getRuntimeContext().getLongCounter(PROCESSED);
+            warmup = getRuntimeContext().getLongCounter(WARMUP);
         }
 
         @Override
@@ -382,6 +398,13 @@ public final class StreamFeatures {
             Row ev = event.value();
             LegFeatures a = first.value(), b = second.value();
             if (ev == null || a == null || b == null) return;
+            if ((Long) ev.getField(TS) < scoreFromMs) { // a warm-up event: its legs are in the windows now
+                event.clear();
+                first.clear();
+                second.clear();
+                warmup.add(1);
+                return;
+            }
             LegFeatures snd = a.out ? a : b, rcv = a.out ? b : a;
             double[] evf = (double[]) ev.getField(EVENT_FEATURES);
             java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(8 * (evf.length + 2 * perSide))
