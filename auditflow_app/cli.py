@@ -632,7 +632,10 @@ def demo(
     cluster: Annotated[bool, typer.Option(help="with --kafka: submit the job to the Flink session cluster")] = False,
     drift: Annotated[
         bool,
-        typer.Option("--drift", help="inject a stated drift: every live amount x3 from 09:00 of the second live day"),
+        typer.Option(
+            "--drift",
+            help="inject a stated drift: from 09:00 of the second live day, every Cheque payment arrives as ACH",
+        ),
     ] = False,
 ) -> None:
     """The whole flow: generate -> train -> stream job -> graph -> reports (embedded by default).
@@ -663,12 +666,7 @@ def demo(
         highlight=False,
     )
     if result.drift_injected:
-        since, factor = result.drift_injected
-        console.print(
-            f"drift injected (--drift): every live amount x{factor} from {since:%Y-%m-%d %H:%M}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        console.print(f"drift injected (--drift): {result.drift_injected.describe()}", soft_wrap=True, highlight=False)
     test = result.training.get("cascade_test", {})
     console.print(
         f"model trained: test precision={test.get('precision', 0):.3f} "

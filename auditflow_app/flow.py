@@ -207,11 +207,11 @@ def generate_continuing(
     seed: int,
     history_rate: float = 0.01,
     live_rate: float = 0.001,
-    shift: tuple[datetime, int] | None = None,
+    shift: Any = None,
 ) -> tuple[GeneratedData, GeneratedData]:
     """``history_Trans.csv`` and ``live_Trans.csv`` of one world (:func:`ingest.synthetic.generate_phases`):
-    the live set goes on where the history stops, with the same accounts and banks. ``shift``:
-    (from, factor), every amount from then on multiplied (a stated drift)."""
+    the live set goes on where the history stops, with the same accounts and banks. ``shift``: a
+    stated drift of the live set (:class:`ingest.synthetic.Shift`)."""
     from ingest.synthetic import generate_phases
 
     h, lv = generate_phases(accounts, [(history_days, history_rate), (live_days, live_rate)], seed, shift=shift)
@@ -1685,7 +1685,7 @@ class DemoResult:
     live: GeneratedData
     training: dict[str, Any]
     run: RunResult
-    drift_injected: tuple[datetime, int] | None = None  # --drift: every amount from then on x factor
+    drift_injected: Any = None  # --drift: the ingest.synthetic.Shift of the live set
 
 
 #: The demo's highest-scoring alerts narrated (``AUDITFLOW_NARRATOR_TOP`` unless set): the critical
@@ -1699,14 +1699,17 @@ DEMO_WARMUP_DAYS = LONG_WINDOW_MINUTES // MINUTES_PER_DAY
 #: The history's last days, the drift reference: two weeks, so every weekday's rhythm is in it
 #: twice and a fortnightly one once (a shorter reference mistakes them for drift).
 DEMO_REFERENCE_DAYS = 14
-#: ``demo --drift``: every amount multiplied by this from the live set's second day, 09:00 (its
-#: first day when it has one).
-DEMO_DRIFT_FACTOR = 3
+#: ``demo --drift``: from 09:00 of the live set's second day (its first when it has one), every
+#: payment of the first format arrives as the second: a channel migration, which moves a third of
+#: the transfers to another format at once and leaves the amounts (so the alert volume) alone.
+DEMO_DRIFT_RELABEL = ("Cheque", "ACH")
 
 
-def demo_drift_start(live_start: datetime, days: int) -> datetime:
-    """When ``demo --drift`` shifts the amounts: 09:00 of the live set's second day (first, if one)."""
-    return live_start + timedelta(days=1 if days > 1 else 0, hours=9)
+def demo_drift(live_start: datetime, days: int):
+    """The ``demo --drift`` shift (:class:`ingest.synthetic.Shift`)."""
+    from ingest.synthetic import Shift
+
+    return Shift(live_start + timedelta(days=1 if days > 1 else 0, hours=9), relabel=DEMO_DRIFT_RELABEL)
 
 
 def demo(
@@ -1724,8 +1727,8 @@ def demo(
     """The whole flow in ``settings.out_dir`` (recreated): a labelled history (1 % laundering,
     three weeks) to train on and a live set (0.1 %, ``days``) that continues it (the same accounts
     and banks, the days after), streamed with the history's last week as its warm-up; drift scored
-    against the history's last two weeks (:data:`DEMO_REFERENCE_DAYS`). With ``drift``, every amount of the live set
-    from :func:`demo_drift_start` on is multiplied by :data:`DEMO_DRIFT_FACTOR`. With ``neo4j`` the
+    against the history's last two weeks (:data:`DEMO_REFERENCE_DAYS`). With ``drift``, the live set
+    carries the stated shift of :func:`demo_drift`. With ``neo4j`` the
     graph goes to the Neo4j server (namespace ``demo`` unless configured, emptied first), with
     ``kafka`` through demo topics (the Kafka job starts cold: it warms from its own checkpoints)."""
     t0 = time.perf_counter()
@@ -1757,7 +1760,7 @@ def demo(
     from ingest.synthetic import DEFAULT_START
 
     live_start = DEFAULT_START + timedelta(days=history_days)
-    shift = (demo_drift_start(live_start, days), DEMO_DRIFT_FACTOR) if drift else None
+    shift = demo_drift(live_start, days) if drift else None
     history, live = generate_continuing(
         data_dir, accounts=accounts, history_days=history_days, live_days=days, seed=settings.seed, shift=shift
     )

@@ -893,6 +893,49 @@ class _Builder:
 DEFAULT_START = datetime(2022, 9, 1)
 
 
+@dataclass(frozen=True)
+class Shift:
+    """A drift, stated, from ``since`` on: every amount (paid and received, exact units)
+    multiplied by ``factor`` (of the transfers paid in ``payment_format`` only, if one is named),
+    and the transfers paid in ``relabel[0]`` recorded as paid in ``relabel[1]`` (a channel
+    migration).
+
+    >>> Shift(datetime(2022, 9, 2, 9), relabel=("Cheque", "ACH")).describe()
+    'from 2022-09-02 09:00 every Cheque payment arrives as ACH'
+    """
+
+    since: datetime
+    factor: int = 1
+    payment_format: str | None = None
+    relabel: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.factor < 1:
+            raise ValueError(f"shift factor must be a positive integer, got {self.factor}")
+
+    def apply(self, tx: tuple) -> tuple:
+        m, s, r, paid, received, fmt, attempt = tx
+        if self.factor != 1 and self.payment_format in (None, fmt):
+            paid = Money(paid.currency, paid.units * self.factor)
+            received = Money(received.currency, received.units * self.factor)
+        if self.relabel is not None and fmt == self.relabel[0]:
+            fmt = self.relabel[1]
+        return (m, s, r, paid, received, fmt, attempt)
+
+    def describe(self) -> str:
+        parts = []
+        if self.factor != 1:
+            parts.append(f"every {self.payment_format + ' ' if self.payment_format else ''}amount x{self.factor}")
+        if self.relabel is not None:
+            parts.append(f"every {self.relabel[0]} payment arrives as {self.relabel[1]}")
+        return f"from {self.since:%Y-%m-%d %H:%M} " + (" and ".join(parts) or "nothing changes")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.since.isoformat(), "factor": self.factor,
+                **({"payment_format": self.payment_format} if self.payment_format else {}),
+                **({"relabel": list(self.relabel)} if self.relabel else {})}
+
+
 def generate(
     accounts: int = 2000,
     days: int = 3,
@@ -922,7 +965,7 @@ def generate_phases(
     tx_per_account_day: float = 4.5,
     min_each_typology: bool = True,
     profile: LaunderingProfile | str = "default",
-    shift: tuple[datetime, int] | None = None,
+    shift: Shift | None = None,
 ) -> list[Dataset]:
     """One world over consecutive phases, a data set each: ``phases`` are (days, laundering rate).
     The accounts, banks, regular payees and recurring payments are the same throughout and go on
@@ -930,8 +973,8 @@ def generate_phases(
     background rows), its attempts inside it, and a file of its own (lines from 2). So a history
     to train on and a live stream that continues it: the same accounts, later dates.
 
-    ``shift``: (from, factor): a drift, stated: every amount (paid and received, exact units) of a
-    transfer at or after ``from`` multiplied by ``factor``; all else, every draw included, the same.
+    ``shift``: a drift, stated (:class:`Shift`): the transfers from its time on changed as it says;
+    all else, every draw included, the same.
 
     >>> h, lv = generate_phases(300, [(2, 0.01), (1, 0.001)], seed=1)
     >>> max(e.timestamp for e in h.events) < min(e.timestamp for e in lv.events)
@@ -969,15 +1012,8 @@ def generate_phases(
         b.lo, b.hi = lo, hi
         lone.append(b.laundering(budget, min_each_typology))
     if shift is not None:
-        since, factor = shift
-        if factor < 1:
-            raise ValueError(f"shift factor must be a positive integer, got {factor}")
-        at = int((since - start).total_seconds()) // 60
-        b.txs = [
-            (m, s, r, Money(p.currency, p.units * factor), Money(q.currency, q.units * factor), f, a)
-            if m >= at else (m, s, r, p, q, f, a)
-            for m, s, r, p, q, f, a in b.txs
-        ]
+        at = int((shift.since - start).total_seconds()) // 60
+        b.txs = [shift.apply(tx) if tx[0] >= at else tx for tx in b.txs]
     files = b.assemble(start, bounds[1:-1])
     out = []
     for i, ((events, attempts), (days, laundering_rate)) in enumerate(zip(files, phases)):
@@ -991,7 +1027,7 @@ def generate_phases(
             "min_each_typology": min_each_typology,
             **({} if profile == PROFILES["default"] else {"profile": profile}),
             **({} if len(phases) == 1 else {"phase": i + 1, "of": [list(p) for p in phases]}),
-            **({} if shift is None else {"shift": {"from": shift[0].isoformat(), "factor": shift[1]}}),
+            **({} if shift is None else {"shift": shift.to_dict()}),
         }
         out.append(Dataset(events, attempts, list(b.accounts), params, lone[i], lookalikes))
     return out

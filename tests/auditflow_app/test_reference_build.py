@@ -43,6 +43,10 @@ def test_reference_build_freezes_the_window_of_the_file(history, model_dir, tmp_
     assert doc["edges"]["amount_usd"] == sorted({float(q) for q in np.quantile(amounts, np.linspace(0, 1, D.DEFAULT_BINS + 1))})
     for feature in ("amount_usd", "score"):
         assert sum(doc["counts"][feature][D.ALL_SEGMENT]) == len(inside)
+    # a day judges what looks back an hour, not what looks back a day or more (it spans one such span)
+    assert {"amount_usd", "snd_out_n_1h", "rcv_in_usd_1h"} <= set(doc["features"])
+    assert not [f for f in doc["features"] if f.endswith(("_24h", "_7d", "n_life", "age_min", "gap_min"))]
+    assert doc["window_minutes"] == 60 and all(v >= 1 for seg in doc["dispersion"].values() for v in seg.values())
     # segments: every payment format of the window (fewer than the cap), most frequent first
     formats = [f for f, _ in sorted({e.payment_format: sum(x.payment_format == e.payment_format for x in inside)
                                      for e in inside}.items(), key=lambda kv: (-kv[1], kv[0]))]

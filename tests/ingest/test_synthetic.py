@@ -457,11 +457,11 @@ def test_each_phase_has_its_own_laundering_rate(phases):
 
 
 def test_a_shift_multiplies_every_amount_from_its_time_and_changes_nothing_else():
-    from ingest.synthetic import generate_phases
+    from ingest.synthetic import Shift, generate_phases
 
     since = datetime(2022, 9, 5, 9)
     plain = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17)
-    moved = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17, shift=(since, 3))
+    moved = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17, shift=Shift(since, 3))
     assert moved[0].events == plain[0].events  # the history is before the shift
     a, b = plain[1].events, moved[1].events
     assert len(a) == len(b)
@@ -475,3 +475,21 @@ def test_a_shift_multiplies_every_amount_from_its_time_and_changes_nothing_else(
         assert y.amount_received.units == k * x.amount_received.units
     assert after > len(a) // 3
     assert moved[1].params["shift"] == {"from": since.isoformat(), "factor": 3}
+    with pytest.raises(ValueError, match="positive integer"):
+        Shift(since, 0)
+
+
+def test_a_relabel_shift_moves_one_payment_format_to_another_from_its_time():
+    from ingest.synthetic import Shift, generate_phases
+
+    since = datetime(2022, 9, 5, 9)
+    plain = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17)[1].events
+    moved = generate_phases(300, [(4, 0.02), (2, 0.002)], seed=17, shift=Shift(since, relabel=("Cheque", "ACH")))[1].events
+    changed = 0
+    for x, y in zip(plain, moved, strict=True):
+        assert (x.timestamp, x.sender, x.receiver, x.amount_paid, x.amount_received) == (
+            y.timestamp, y.sender, y.receiver, y.amount_paid, y.amount_received)
+        want = "ACH" if x.payment_format == "Cheque" and x.timestamp >= since else x.payment_format
+        assert y.payment_format == want
+        changed += want != x.payment_format
+    assert changed > 100 and not any(e.payment_format == "Cheque" and e.timestamp >= since for e in moved)
