@@ -173,6 +173,14 @@ def _print_run(result: flow.RunResult) -> None:
             highlight=False,
         )
     console.print(render_run_summary(result.summary()))
+    if result.late:
+        console.print(
+            f"late: {result.late:,} event(s) behind the watermark went to {result.paths.rejects} (stage late, with "
+            f"their line) and through the late path: scored out of band, {result.late_candidates:,} to the deep path, "
+            f'{result.late_alerts:,} alert(s) ("late": true in alerts.jsonl)',
+            soft_wrap=True,
+            highlight=False,
+        )
     if s.drift_records:
         windows = len({r["window_start"] for r in s.drift_records})
         drifting = sum(r["status"] == "drift" and r["significant"] for r in s.drift_records)

@@ -500,6 +500,7 @@ class StreamResult:
     drift_records: list[dict] = field(default_factory=list)  # pipelines.drift.DriftRecord dicts
     drift_alerts: list[dict] = field(default_factory=list)  # pipelines.drift.DriftAlert dicts
     warmup: int = 0  # events of a warm-up history that went into the windows first (not in records_in)
+    arrivals: dict[str, int] = field(default_factory=dict)  # alert event id -> its arrival at the job (epoch ms)
 
 
 def stream_spec(model_dir: str | Path, settings: Settings):
@@ -549,6 +550,7 @@ def run_stream(
     out = run_file_job(str(csv_path), stream_spec(model_dir, settings), warmup=warmup)
     seconds = time.perf_counter() - t0
     candidates = candidates_from_fast_alerts(json.dumps(a) for a in out.alerts)
+    arrivals = arrivals_from_fast_alerts(out.alerts)
     return StreamResult(
         out.records_in,
         out.processed,
@@ -560,6 +562,7 @@ def run_stream(
         drift_records=out.drift_records,
         drift_alerts=out.drift_alerts,
         warmup=out.warmup,
+        arrivals=arrivals,
     )
 
 
@@ -675,6 +678,20 @@ def candidates_from_fast_alerts(messages: Iterable[str | bytes]) -> list[tuple[T
     return sorted(seen.values(), key=lambda c: (c[0].source_offset, c[0].event_id))
 
 
+def arrivals_from_fast_alerts(messages: Iterable[str | bytes | Mapping]) -> dict[str, int]:
+    """Each alerted event's arrival at the job (epoch ms, wall clock: where the deep path's latency
+    starts), from the fast path's alert messages; a message repeated by at-least-once delivery
+    keeps the earliest."""
+    out: dict[str, int] = {}
+    for m in messages:
+        a = m if isinstance(m, Mapping) else json.loads(m)
+        at = a.get("arrived_ms")
+        if at is not None:
+            eid = a["event"]["event_id"]
+            out[eid] = min(int(at), out.get(eid, int(at)))
+    return out
+
+
 def cluster_job_counts(settings: Settings, client_output: str) -> dict[str, int]:
     """The job's own counters (accumulators) from the cluster's REST API (``settings.flink_rest``),
     for the job whose id the ``flink run`` client printed (:func:`pipelines.flink_client.cluster_job_counts`)."""
@@ -716,7 +733,10 @@ def run_stream_kafka(
     rejects = [r for r in dead_letters if r.stage != "late"]
     late = [r for r in dead_letters if r.stage == "late"]
     candidates = candidates_from_fast_alerts(r.value for r in alerts if r.value is not None)
-    return StreamResult(produced.read, processed, rejects, candidates, seconds, late=late, duplicates=duplicates)
+    arrivals = arrivals_from_fast_alerts(r.value for r in alerts if r.value is not None)
+    return StreamResult(
+        produced.read, processed, rejects, candidates, seconds, late=late, duplicates=duplicates, arrivals=arrivals
+    )
 
 
 # ---------------------------------------------------------------------------- deep path
@@ -731,6 +751,7 @@ class CaseResult:
     trace_id: str = ""
     typologies: list[str] = field(default_factory=list)
     deep_ms: float | None = None  # wall time of its deep path: its share of the batch SHAP, then trace to report
+    latency_ms: float | None = None  # from its event's arrival at the job to its report written (wall clock)
     tier: str = ""  # its deep-path tier (critical, normal, background: TierPolicy of the settings)
 
 
@@ -746,6 +767,7 @@ def run_deep_path(
     development_key: bool = False,
     drift_records: Sequence[dict] = (),
     metrics_path: str | Path | None = None,
+    arrivals: Mapping[str, int] | None = None,
 ) -> list[CaseResult]:
     """Stage-2 score + SHAP for the candidates; trace, typologies and a signed PDF per alert (with
     the drift of the alert's segments at alert time, where the run scored drift).
@@ -754,7 +776,10 @@ def run_deep_path(
     critical, then normal, then background; by score within a tier), so a report cap
     (``max_reports``) leaves out the least urgent. Per-tier latency, target misses, cases done
     and queue depth (:class:`model_service.service.TierMetrics`) go to ``metrics_path`` where
-    given, in Prometheus' text format."""
+    given, in Prometheus' text format. Latency is one clock: from the event's arrival at the job
+    (``arrivals``, the fast path's stamp) to its report written, the figure each case records
+    (``latency_ms``, in ``alerts.jsonl`` and so in the period summaries) and the metrics observe;
+    an event without a stamp counts from the deep path's start."""
     from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
     from model_service.service import TIERS, TierMetrics
@@ -775,17 +800,19 @@ def run_deep_path(
     )
     drift_windows = DriftWindows.of(drift_records)  # once: each alert's report looks up its window
     policy = tier_policy(settings, cascade.alert_threshold)
-    # per tier: from queued (all at once, after the batch SHAP) to report written
+    # per tier: from the event's arrival at the job to its report written
     metrics = TierMetrics(
         "auditflow_deep_path",
-        latency=("seconds", "queued to report written"),
+        latency=("seconds", "from the event's arrival at the job to its report written"),
         done=("cases", "alerts through the deep path"),
         waiting="alerts waiting for their deep path",
         missed="deep paths past their tier's target",
         buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
     )
+    arrivals = arrivals or {}
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
+        started_ms = time.time() * 1000.0
         features_fn = deep_graph_features(cascade, candidates, lambda ev: graph_features(store, ev))
         explained = explain_alerts(candidates, cascade, features_fn)
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
@@ -821,10 +848,9 @@ def run_deep_path(
             case.trace_id = trace.trace_id
             case.typologies = [m.typology for m in matches]
             case.deep_ms = round(share_ms + (time.perf_counter() - t_case) * 1000.0, 3)
+            case.latency_ms = round(time.time() * 1000.0 - arrivals.get(alert.event.event_id, started_ms), 3)
             metrics.depth.labels(case.tier).dec()
-            metrics.served(
-                case.tier, time.perf_counter() - t_explain, 1, policy.targets_ms.get(case.tier, float("inf"))
-            )
+            metrics.served(case.tier, case.latency_ms / 1000.0, 1, policy.targets_ms.get(case.tier, float("inf")))
             if progress:
                 progress(i + 1, len(todo))
     writer.finish()  # the signed tree head of the audit log
@@ -1201,6 +1227,7 @@ def load_period_alerts(settings: Settings) -> list:
                 d.get("report_error"),
                 d.get("deep_ms"),
                 d.get("tier") or "",
+                d.get("latency_ms"),
             )
         )
     return out
@@ -1472,6 +1499,13 @@ class RunResult:
     paths: RunPaths
     elapsed_s: float
     intake: Any = None  # auditflow_app.case_flow.CasesOpened: the run's alerts into cases
+    late_candidates: int = 0  # late events the late path scored at or above the fast path's threshold
+    late_ids: frozenset[str] = frozenset()  # their event ids
+
+    @property
+    def late_alerts(self) -> int:
+        """Alerts raised on late events (the late path)."""
+        return sum(1 for c in self.cases if c.alert.event.event_id in self.late_ids)
 
     @property
     def events_in(self) -> int:
@@ -1539,8 +1573,43 @@ class RunResult:
             "fast_path_alerts": len(self.stream.candidates),
             "fast_path_recall": round(self.fast_path_recall, 4),
             **({"warmup_events": self.stream.warmup} if self.stream.warmup else {}),
+            **({"late_candidates": self.late_candidates, "late_alerts": self.late_alerts} if self.late else {}),
             **({"cases_opened": self.intake.opened, "cases_joined": self.intake.joined} if self.intake else {}),
         }
+
+
+def score_late(
+    stream: StreamResult, data: str | Path, model_dir: str | Path, settings: Settings
+) -> list[tuple[TransactionEvent, dict[str, float]]]:
+    """The late path: every event the job split off as late, scored out of band by the fast path
+    with the stream features it would have had on time (the plain-Python features, the job's
+    reference, over the file's events in event-time order); those at or above its threshold go on
+    to the deep path like the job's candidates. A late record is found by its event id (a Kafka
+    record's af1 form) or its CSV line (a file run's)."""
+    if not stream.late:
+        return []
+    from auditflow.features import FEATURE_NAMES
+    from model_service.fast_path import batch_scorer
+    from pipelines.features import event_order, iter_features
+
+    events = read_events(data, settings)[0]
+    by_line = {ev.source_offset: ev.event_id for ev in events}
+    late_ids = {
+        r.raw.split(",", 2)[1] if r.raw.startswith("af1,") else by_line.get(r.offset or -1, "") for r in stream.late
+    }
+    unique: dict[str, TransactionEvent] = {}
+    for ev in events:
+        unique.setdefault(ev.event_id, ev)
+    picked = [(ev, f) for ev, f in iter_features(sorted(unique.values(), key=event_order)) if ev.event_id in late_ids]
+    if not picked:
+        return []
+    predict, threshold, _, names = batch_scorer(str(Path(model_dir).resolve()))[:4]
+    scores = predict([[float(f[n]) for n in names] for _, f in picked])
+    return [
+        (ev, {n: float(f[n]) for n in FEATURE_NAMES})
+        for (ev, f), score in zip(picked, scores, strict=True)
+        if float(score) >= threshold
+    ]
 
 
 def report_stream(
@@ -1582,10 +1651,13 @@ def report_stream(
     (earlier.merged(coverage) if earlier else coverage).write(paths.coverage)
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in events if ev.is_laundering)
+    late = score_late(stream, data, model_dir, settings)  # the late path, out of band
+    late_ids = frozenset(ev.event_id for ev, _ in late)
+    candidates = sorted([*stream.candidates, *late], key=lambda c: (c[0].source_offset, c[0].event_id))
     progress("deep", 0, None)
     input_sha256 = sha256_file(data)
     cases = run_deep_path(
-        stream.candidates,
+        candidates,
         model_dir,
         settings,
         input_sha256=input_sha256,
@@ -1595,6 +1667,7 @@ def report_stream(
         development_key=development_key,
         drift_records=stream.drift_records,
         metrics_path=paths.deep_path_metrics,
+        arrivals=stream.arrivals,
     )
     write_json_lines(
         paths.alerts,
@@ -1608,7 +1681,9 @@ def report_stream(
                 "report": str(c.report_pdf) if c.report_pdf else None,
                 "report_error": c.report_error,
                 "deep_ms": c.deep_ms,
+                "latency_ms": c.latency_ms,
                 "tier": c.tier,
+                "late": c.alert.event.event_id in late_ids,
             }
             for c in cases
         ),
@@ -1617,7 +1692,9 @@ def report_stream(
     from auditflow_app.case_flow import open_cases
 
     intake = open_cases(settings, paths.alerts, development_key=development_key)  # alerts open or join cases
-    result = RunResult(stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0, intake)
+    result = RunResult(
+        stream, cases, frozenset(laundering_ids), paths, time.perf_counter() - t0, intake, len(late), late_ids
+    )
     paths.summary.write_text(json.dumps(result.summary(), indent=2, sort_keys=True))
     return result
 

@@ -36,9 +36,11 @@ its windows are warm, and its windows from day 22 on (nine days, 216 windows) ar
     sets (``false_alarm_rate_max``) and the mean; also per 10k events, and the share of judged
     records that drift.
 
-Third-party sets: synthfin-aml's (``synthfin-default``, 30 days, seeds 3, 5, 7), made by
-``python bench/datasets/build.py --source synthfin``; the bench names the ones missing and goes on
-without them (``third_party_sets=0`` in its last line then).
+Third-party sets: synthfin-aml's (``synthfin-dense``: 25,000 agents over 30 days, ~440 transfers an
+hour, so hourly windows are judged; seeds 3, 5, 7), made by ``python bench/datasets/build.py
+--source synthfin --configs dense``; the bench names the ones missing and goes on without them
+(``third_party_sets=0`` in its last line then). Their one payment format and one currency leave the
+segments to the banks synthfin's converter assigns.
 
 Dummy detectors that fire every k windows (k = 2, 5, 10) are scored on the same windows: an alarm
 rate of 1/k and a delay of (k - 1) / 2 windows on average.
@@ -76,7 +78,7 @@ REF_DAYS = (7, 21)  # [from, to) in days since the set's first midnight
 SCORED_FROM_DAY = 21
 SHIFT_DAY = 25
 WINDOW_MINUTES = D.DEFAULT_DRIFT_WINDOW_MINUTES  # the shipped window
-THIRD_PARTY = ("synthfin-default", (3, 5, 7))
+THIRD_PARTY = ("synthfin-dense", (3, 5, 7))
 DATASETS = Path(__file__).resolve().parents[1] / ".cache" / "datasets"
 
 
@@ -208,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     third, missing = third_party_sets(a.quick)
     sets += third
     if missing:
-        print(f"third-party sets missing (python bench/datasets/build.py --source synthfin): {', '.join(missing)}")
+        print(f"third-party sets missing (python bench/datasets/build.py --source synthfin --configs dense): {', '.join(missing)}")
 
     results = []
     with tempfile.TemporaryDirectory(prefix="auditflow-bench-drift-") as tmp:

@@ -64,7 +64,7 @@ from auditflow.limits import (
     RECENT_LEGS,
 )
 from auditflow.money import CURRENCIES
-from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, RejectedRecord, TransactionEvent, _schema
+from auditflow.records import PAYMENT_FORMATS, WIRE_FIELDS, WIRE_TAG, RejectedRecord, TransactionEvent, _schema
 from pipelines.drift import DriftSpec
 from pipelines.jvm import operators_jar
 
@@ -351,16 +351,18 @@ def _alert_udf(spec: StreamSpec):
             import numpy as np
             import pandas as pd
 
-            X = unpack_features(packed, np)
+            X, arrived = unpack_features(packed, np)
             scores = np.asarray(self.predict(X), dtype=np.float64)
             hits = np.flatnonzero(scores >= self.threshold)
             payloads = payload.tolist() if len(hits) else None
             out = [None] * len(scores)
             for i in hits.tolist():
+                at = arrived[i]
                 out[i] = json.dumps({"event": TransactionEvent.from_wire(payloads[i]).to_dict(),
                                      "score": float(scores[i]),
                                      "features": [[n, v] for n, v in zip(FEATURE_NAMES, X[i].tolist())],
-                                     "model": self.digest}, separators=(",", ":"))
+                                     "model": self.digest,
+                                     **({"arrived_ms": int(at)} if np.isfinite(at) else {})}, separators=(",", ":"))
             if not self.with_drift:
                 return pd.Series(out, dtype=object)
             return pd.DataFrame({"s": scores, "m": pd.Series(out, dtype=object)})
@@ -399,9 +401,11 @@ def _drift_udtf(spec: StreamSpec):
 
 
 def unpack_features(packed, np):
-    """The feature matrix from the JVM's packed rows: each row is the FEATURE_NAMES values as
-    little-endian doubles (exact bits, no text round trip)."""
-    return np.frombuffer(b"".join(packed.tolist()), dtype="<f8").reshape(-1, len(FEATURE_NAMES))
+    """The feature matrix and each row's arrival at the job (epoch ms, NaN if not known) from the
+    JVM's packed rows: each row is the FEATURE_NAMES values then the arrival, as little-endian
+    doubles (exact bits, no text round trip)."""
+    rows = np.frombuffer(b"".join(packed.tolist()), dtype="<f8").reshape(-1, len(FEATURE_NAMES) + 1)
+    return rows[:, :-1], rows[:, -1]
 
 
 def _graph_udf(spec: StreamSpec):
@@ -725,8 +729,27 @@ def run_file_job(csv_path: str | Path, spec: StreamSpec, *, warmup: str | Path |
     if out.records_in != records_in - len(parse_rejects):
         raise RuntimeError(f"wire file holds {out.records_in} records, expected {records_in - len(parse_rejects)}")
     out.records_in = records_in  # every CSV line: the wire records plus the lines rejected by the reader
+    out.late = with_csv_lines(out.late, csv_path)
     out.rejects = sorted(parse_rejects + out.rejects, key=lambda r: (r.source, r.offset))
     return out
+
+
+def with_csv_lines(late: list[RejectedRecord], csv_path: str | Path) -> list[RejectedRecord]:
+    """Late records of a file run as the file has them: the job read them as wire records (no
+    offset of their own), so each gets its CSV line number (the wire's ``source_offset``) and
+    that line's text as its raw form, read by the one line reader."""
+    from ingest.amlworld import read_lines
+
+    lines = {}
+    for r in late:
+        if r.offset is None and r.raw.startswith(WIRE_TAG + ","):
+            lines[int(r.raw.split(",", 4)[3])] = r
+    if not lines:
+        return late
+    text = {n: t for n, t in read_lines(csv_path) if n in lines and isinstance(t, str)}
+    fixed = {id(r): dataclasses.replace(r, offset=n, raw=text[n], raw_length=-1, raw_sha256="")
+             for n, r in lines.items() if n in text}
+    return sorted((fixed.get(id(r), r) for r in late), key=lambda r: (r.source, r.offset or 0))
 
 
 def run_wire_job(wire_path: str | Path, spec: StreamSpec, *, source: str | None = None) -> FileJobOutput:

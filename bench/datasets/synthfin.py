@@ -102,6 +102,9 @@ class Config:
 CONFIGS: dict[str, Config] = {
     "default": Config("default", "5,000 agents over 30 days, fraud_ratio 0.02 (synthfin's own default ratio)",
                       agents=5_000, days=30, fraud_ratio=0.02),
+    # the drift bench's: enough transfers an hour (~440) for hourly windows to be judged (200 a window)
+    "dense": Config("dense", "25,000 agents over 30 days, fraud_ratio 0.02 (hourly windows of ~440 transfers)",
+                    agents=25_000, days=30, fraud_ratio=0.02),
 }
 
 _GENERATE = r"""

@@ -45,8 +45,9 @@ def world(tmp_path_factory):
     hist_csv, _ = write_dataset(generate(accounts=300, days=4, laundering_rate=0.02, seed=5), root, name="history")
     flow.train(hist_csv, root / "model", base)
     # drift against the history's last two days, in 6-hour windows: in the file run and through Kafka
+    base = base.model_copy(update={"drift_window_minutes": 360})  # the reference's dispersion is on these
     ref = flow.build_reference(hist_csv, root / "model", base, datetime(2022, 9, 3), datetime(2022, 9, 5))
-    base = base.model_copy(update={"drift_reference": ref.path, "drift_window_minutes": 360})
+    base = base.model_copy(update={"drift_reference": ref.path})
     live = generate(accounts=200, days=2, laundering_rate=0.002, seed=6)
     live_csv, _ = write_dataset(live, root, name="live")
     embedded = base.model_copy(update={"graph_url": f"embedded:{root / 'graph.jsonl'}"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,11 @@ def test_a_warm_up_history_fills_the_windows_and_nothing_of_it_is_scored_or_writ
     l_csv, _ = write_dataset(live, tmp_path, name="live")
     graph = tmp_path / "graph.jsonl"
     spec = StreamSpec(scorer_factory=linear_scorer(threshold=0.0), graph_url=f"embedded:{graph}")
+    before = time.time() * 1000
     out = run_file_job(l_csv, spec, warmup=h_csv)
+    after = time.time() * 1000
+    # each alert carries its record's arrival at the job: while the job ran, by the wall clock
+    assert all(before <= a["arrived_ms"] <= after for a in out.alerts)
 
     start = min(e.timestamp for e in live.events)
     week = [e for e in history.events if start - timedelta(days=7) <= e.timestamp < start]

@@ -175,6 +175,7 @@ final class Decode extends ProcessFunction<Row, Row> {
             (double) fmt,
             (double) Math.floorMod(Math.floorDiv(ts, 3_600_000L), 24L),
             paidUnits % roundUnit.get(f[F_PC]) == 0 ? 1.0 : 0.0,
+            (double) System.currentTimeMillis(), // its arrival at the job (wall clock): the deep path's clock starts here
         };
         Row r = new Row(StreamFeatures.INPUT.getArity());
         r.setField(StreamFeatures.EID, f[F_EID]);

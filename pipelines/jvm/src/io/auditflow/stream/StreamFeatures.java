@@ -27,15 +27,16 @@ import java.util.Comparator;
  *
  * <p>Input rows (from SQL): {@code eid STRING, ts BIGINT (event time, epoch ms), offset BIGINT, snd STRING,
  * rcv STRING, paid_cents BIGINT, recv_cents BIGINT, payload STRING}, with event time and
- * watermarks. Output rows: {@code eid, payload} then the sender's and the receiver's account
- * features (DOUBLE each). Records whose event id was already seen go to {@link #DUPLICATES}.
+ * watermarks. Output rows: {@code eid, payload} then the packed features: the event's, the
+ * sender's and the receiver's account features, and the record's arrival at the job (DOUBLE each). Records whose event id was already seen go to {@link #DUPLICATES}.
  */
 public final class StreamFeatures {
     private StreamFeatures() {}
 
     public static final int EID = 0, TS = 1, OFFSET = 2, SND = 3, RCV = 4, PAID = 5, RECV = 6, PAYLOAD = 7,
             EVENT_FEATURES = 8;
-    /** Event-level features (auditflow.features.EVENT_FEATURES), computed by {@link Decode}. */
+    /** Event-level features (auditflow.features.EVENT_FEATURES), computed by {@link Decode}; the
+     * array holds one more value after them: the record's arrival at the job (epoch ms). */
     public static final int N_EVENT_FEATURES = 6;
     public static final String PROCESSED = "auditflow.processed";
     public static final String DUPLICATE = "auditflow.duplicate";
@@ -407,11 +408,13 @@ public final class StreamFeatures {
             }
             LegFeatures snd = a.out ? a : b, rcv = a.out ? b : a;
             double[] evf = (double[]) ev.getField(EVENT_FEATURES);
-            java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(8 * (evf.length + 2 * perSide))
+            java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(8 * (N_EVENT_FEATURES + 2 * perSide + 1))
                     .order(java.nio.ByteOrder.LITTLE_ENDIAN);
-            for (double x : evf) buf.putDouble(x);
+            for (int i = 0; i < N_EVENT_FEATURES; i++) buf.putDouble(evf[i]);
             for (double x : snd.values) buf.putDouble(x);
             for (double x : rcv.values) buf.putDouble(x);
+            // then its arrival at the job (epoch ms, wall clock; NaN from a state written before it was kept)
+            buf.putDouble(evf.length > N_EVENT_FEATURES ? evf[N_EVENT_FEATURES] : Double.NaN);
             Row r = Row.of(ev.getField(EID), ev.getField(PAYLOAD), buf.array());
             event.clear();
             first.clear();
