@@ -673,6 +673,13 @@ def demo(
         soft_wrap=True,
         highlight=False,
     )
+    if kafka and result.settings.drift_reference is None:
+        console.print(
+            "drift: not scored (--kafka: the Kafka job starts cold here, and a cold job's windows drift from any "
+            "warm reference by construction; a deployed job warms from its own checkpoints, --resume)",
+            soft_wrap=True,
+            highlight=False,
+        )
     if result.drift_injected:
         console.print(f"drift injected (--drift): {result.drift_injected.describe()}", soft_wrap=True, highlight=False)
     test = result.training.get("cascade_test", {})

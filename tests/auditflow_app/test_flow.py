@@ -69,7 +69,7 @@ def test_balanced_counts_pass_the_check(tmp_path):
 
 
 def test_the_cli_reports_a_count_mismatch_and_exits_1(tmp_path, monkeypatch):
-    monkeypatch.setattr(flow, "run_stream", lambda data, model_dir, settings: stream_of(5, 1))
+    monkeypatch.setattr(flow, "run_stream", lambda data, model_dir, settings, **_: stream_of(5, 1))
     (tmp_path / "model").mkdir()
     data = tmp_path / "in.csv"
     data.write_text(",".join(HEADER) + "\nnot a transfer\n")  # the job is stood in for: only its counts matter
@@ -446,7 +446,7 @@ def test_a_late_event_is_scored_out_of_band_like_the_job_scores_it_on_time(tmp_p
     admitted = Settings(out_dir=tmp_path / "on-time", seed=3, allowed_lateness_ms=3 * 86_400_000)
     on_time = flow.run_stream(csv_path, model_dir, admitted)
     assert not on_time.late
-    (eid,) = [ev.event_id for ev, _ in flow.read_events(csv_path, late_settings)[0] if ev.source_offset == late_line]
+    (eid,) = [ev.event_id for ev in flow.read_events(csv_path, late_settings)[0] if ev.source_offset == late_line]
     jvm = {ev.event_id: f for ev, f in on_time.candidates}
     summary = json.loads(result.paths.summary.read_text())
     if eid not in jvm:  # below the fast path's threshold on time: not a candidate late either
