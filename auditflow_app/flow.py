@@ -1596,7 +1596,7 @@ def score_late(
     by_line = {ev.source_offset: ev.event_id for ev in events}
     late_ids = {
         r.raw.split(",", 2)[1] if r.raw.startswith("af1,") else by_line.get(r.offset or -1, "") for r in stream.late
-    }
+    } - {ev.event_id for ev, _ in stream.candidates}  # a late copy of an event the job scored on time: scored once
     unique: dict[str, TransactionEvent] = {}
     for ev in events:
         unique.setdefault(ev.event_id, ev)

@@ -463,3 +463,16 @@ def test_a_late_event_is_scored_out_of_band_like_the_job_scores_it_on_time(tmp_p
         feats = dict(got[0]["features"])  # the model's inputs: the stream's among them
         shared = [k for k in jvm[eid] if k in feats]
         assert len(shared) > 20 and all(feats[k] == jvm[eid][k] for k in shared)  # bit for bit, the JVM's on time
+
+
+def test_the_late_path_scores_a_late_event_once(tmp_path, model_dir, live):
+    """A late record of an event the job never scored is scored with the features it had on time
+    (here: the candidate's own, as the stand-in job computed them); a late copy of an event the job
+    did score on time is not scored again (one event, one alert at most)."""
+    settings = Settings(out_dir=tmp_path / "run", seed=3)
+    stream = reference_stream(live, model_dir, settings)
+    (ev, feats), rest = stream.candidates[0], stream.candidates[1:]
+    stream.late = [RejectedRecord("topic/0", 7, ev.to_wire(), "ts_ms", "0", "behind the watermark", stage="late")]
+    assert flow.score_late(stream, live, model_dir, settings) == []  # already scored on time
+    stream.candidates = rest  # as if the job had never seen it but late
+    assert flow.score_late(stream, live, model_dir, settings) == [(ev, feats)]
