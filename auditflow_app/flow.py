@@ -1579,7 +1579,11 @@ class RunResult:
 
 
 def score_late(
-    stream: StreamResult, data: str | Path, model_dir: str | Path, settings: Settings
+    stream: StreamResult,
+    data: str | Path,
+    model_dir: str | Path,
+    settings: Settings,
+    events: Sequence[TransactionEvent] | None = None,
 ) -> list[tuple[TransactionEvent, dict[str, float]]]:
     """The late path: every event the job split off as late, scored out of band by the fast path
     with the stream features it would have had on time (the plain-Python features, the job's
@@ -1592,7 +1596,8 @@ def score_late(
     from model_service.fast_path import batch_scorer
     from pipelines.features import event_order, iter_features
 
-    events = read_events(data, settings)[0]
+    if events is None:  # the file's events, unless the caller has read them already
+        events = read_events(data, settings)[0]
     by_line = {ev.source_offset: ev.event_id for ev in events}
     late_ids = {
         r.raw.split(",", 2)[1] if r.raw.startswith("af1,") else by_line.get(r.offset or -1, "") for r in stream.late
@@ -1651,7 +1656,7 @@ def report_stream(
     (earlier.merged(coverage) if earlier else coverage).write(paths.coverage)
     if laundering_ids is None:
         laundering_ids = (ev.event_id for ev in events if ev.is_laundering)
-    late = score_late(stream, data, model_dir, settings)  # the late path, out of band
+    late = score_late(stream, data, model_dir, settings, events)  # the late path, out of band
     late_ids = frozenset(ev.event_id for ev, _ in late)
     candidates = sorted([*stream.candidates, *late], key=lambda c: (c[0].source_offset, c[0].event_id))
     progress("deep", 0, None)
