@@ -188,6 +188,18 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "g_snd_new_similar_payees_24h",
     *(f"g_{side}_{d}_cp_spike" for side, d in _G_DEGREES),
 )
+#: The graph features that search beyond the transfer's two accounts (cycles, scatter-gather through
+#: intermediates, two-hop reach, chains of pass-through): a graph search per transfer.
+MULTI_HOP_GRAPH_FEATURES: tuple[str, ...] = (
+    "g_cycle_len",
+    "g_sg_width",
+    "g_sg_pass_width",
+    "g_two_hop_out",
+    "g_up_chain_hops",
+)
+#: The rest: each reads only the two accounts' own transfers (kept as the stream goes by
+#: :class:`evidence_graph.account_features.AccountFeatures`).
+ONE_HOP_GRAPH_FEATURES: tuple[str, ...] = tuple(n for n in GRAPH_FEATURE_NAMES if n not in MULTI_HOP_GRAPH_FEATURES)
 
 _WHO = {"snd": "sender", "rcv": "receiver"}
 #: The pass-through notion (:func:`auditflow.typologies.passes_on`) as descriptions and reasons word it.

@@ -326,6 +326,7 @@ def _evaluation_table(ev: dict[str, Any]) -> Table:
         "graph": "stream + graph features",
         "gfp": "GFP reference (own fields + GFP)",
         "gfp_stream": "stream + GFP",
+        "gfp_one_hop": "stream + one-hop graph + GFP",
         "gfp_graph": "stream + graph + GFP",
     }
     for name, m in ev["models"].items():

@@ -251,13 +251,18 @@ class PreparedData:
     input_sha256: str
     reference_names: tuple[str, ...] = ()
     reference: Any = None  # numpy array (events x reference_names) or None
+    #: the one-hop graph features (auditflow.features.ONE_HOP_GRAPH_FEATURES) per event, kept as the
+    #: stream goes (evidence_graph.account_features): the deployed model's, always computed
+    one_hop_rows: Sequence[Mapping[str, float]] = ()
 
 
 def prepare_data(
     csv_path: str | Path, settings: Settings, *, reference: bool = True, graph: bool = True
 ) -> PreparedData:
-    """``graph=False``: without our graph features (the slow part: ~100 events/s on 2 cores), so
-    without the models that use them."""
+    """``graph=False``: without our graph features (the slow part: ~200 events/s on 2 cores on
+    dense data), so without the models that use them, but with their one-hop part (kept per
+    account, thousands of events/s), which the deployed model reads."""
+    from evidence_graph.account_features import account_feature_rows
     from evidence_graph.gfp_features import gfp_feature_matrix
     from evidence_graph.graph_features import graph_feature_rows
     from pipelines.features import compute_features
@@ -267,7 +272,8 @@ def prepare_data(
     ordered = [ev for ev, _ in with_features]
     names, matrix = gfp_feature_matrix(ordered) if reference else ((), None)
     rows = graph_feature_rows(ordered) if graph else None
-    return PreparedData(ordered, len(rejects), with_features, rows, sha256_file(csv_path), names, matrix)
+    one_hop = account_feature_rows(ordered)
+    return PreparedData(ordered, len(rejects), with_features, rows, sha256_file(csv_path), names, matrix, one_hop)
 
 
 @dataclass(frozen=True)
@@ -320,6 +326,7 @@ def evaluate(
         graph_descriptions={**GRAPH_FEATURE_DESCRIPTIONS, **(gfp_feature_descriptions() if with_reference else {})},
         reference_rows=data.reference,
         reference_names=data.reference_names,
+        one_hop_rows=data.one_hop_rows,
     )
     js, png = _write_evaluation(Path(out_dir), report, data)
     return EvaluationResult(report, data.input_sha256, data.rejected, js, png)
@@ -417,9 +424,10 @@ def evaluate_sets(
     return multi
 
 
-#: The model ``auditflow train`` deploys, by its name in ``auditflow evaluate``: stream features and
-#: the field's graph features (GFP), one model scoring every event (see :func:`train`).
-DEPLOYED_MODEL = "gfp_stream"
+#: The model ``auditflow train`` deploys, by its name in ``auditflow evaluate``: stream features, our
+#: one-hop graph features and the field's graph features (GFP), one model scoring every event (see
+#: :func:`train`).
+DEPLOYED_MODEL = "gfp_one_hop"
 
 
 def train(
@@ -427,26 +435,31 @@ def train(
 ) -> dict[str, Any]:
     """Train the deployed model on a labelled transactions file (temporal 60/20/20 split) and
     evaluate the file's models side by side (:func:`evaluate`; ``compare_graph=False``: without the
-    models on our graph features, which the deployed model does not use); the deployed model is the one the
-    evaluation measured as :data:`DEPLOYED_MODEL` (same features, parameters, seed and protocol:
-    the same digest, checked here). It scores every event: the cascade's stage 1 passes all
-    (its score stays the stream's fast score) and the model -- stream plus GFP features -- alerts.
+    models on all our graph features, whose multi-hop part the deployed model does not use); the
+    deployed model is the one the evaluation measured as :data:`DEPLOYED_MODEL` (same features,
+    parameters, seed and protocol: the same digest, checked here). It scores every event: the
+    cascade's stage 1 passes all (its score stays the stream's fast score) and the model -- stream,
+    one-hop graph and GFP features -- alerts.
     The cascade is recorded in the registry (content-addressed, feature schema, training data hash)."""
+    import numpy as np
+
+    from auditflow.features import GRAPH_FEATURE_DESCRIPTIONS, ONE_HOP_GRAPH_FEATURES
     from evidence_graph.gfp_features import gfp_feature_descriptions
     from model_service import train_cascade
     from model_service.evaluation import EVAL_PARAMS, data_sha256
     from model_service.registry import record
+    from model_service.scorer import feature_matrix
 
     data = prepare_data(csv_path, settings, graph=compare_graph)
     cascade, report = train_cascade(
         data.with_features,
         lambda ev: {},  # unused: the matrix below has every row
-        data.reference_names,
-        gfp_feature_descriptions(),
+        (*ONE_HOP_GRAPH_FEATURES, *data.reference_names),
+        {**GRAPH_FEATURE_DESCRIPTIONS, **gfp_feature_descriptions()},
         seed=settings.seed,
         screen=False,
         deep_params=EVAL_PARAMS,
-        graph_matrix=data.reference,
+        graph_matrix=np.hstack([feature_matrix(data.one_hop_rows, ONE_HOP_GRAPH_FEATURES), data.reference]),
     )
     model_dir = Path(model_dir)
     cascade.save(model_dir)
@@ -780,7 +793,6 @@ def run_deep_path(
     (``arrivals``, the fast path's stamp) to its report written, the figure each case records
     (``latency_ms``, in ``alerts.jsonl`` and so in the period summaries) and the metrics observe;
     an event without a stamp counts from the deep path's start."""
-    from evidence_graph import graph_features
     from model_service import Cascade, explain_alerts
     from model_service.service import TIERS, TierMetrics
     from pipelines.drift_views import DriftWindows, alert_drift_status
@@ -813,7 +825,7 @@ def run_deep_path(
     with open_graph(settings) as store:
         t_explain = time.perf_counter()
         started_ms = time.time() * 1000.0
-        features_fn = deep_graph_features(cascade, candidates, lambda ev: graph_features(store, ev))
+        features_fn = deep_graph_features(cascade, candidates, store)
         explained = explain_alerts(candidates, cascade, features_fn)
         share_ms = (time.perf_counter() - t_explain) * 1000.0 / max(1, len(explained))
         cases = [CaseResult(alert, codes, tier=policy.tier(alert.score)) for alert, codes in explained]
@@ -864,19 +876,36 @@ def run_deep_path(
 def deep_graph_features(
     cascade: Any,
     candidates: Sequence[tuple[TransactionEvent, Mapping[str, float]]],
-    ours: Callable[[TransactionEvent], Mapping[str, float]],
+    store: GraphStore,
 ) -> Callable[[TransactionEvent], dict[str, float]]:
-    """The alerting model's graph features per candidate: ours from the graph (``ours``), and the
-    field's (GFP, ``gfp_*``) computed over the candidates in event order -- which must then be every
-    event (a model that reads GFP scores every event: the cascade's stage 1 passes all, candidate
-    threshold 0; GFP's windows need every transfer, not a screened few)."""
+    """The alerting model's graph features per candidate: the field's (GFP, ``gfp_*``) computed over
+    the candidates in event order -- which must then be every event (a model that reads GFP scores
+    every event: the cascade's stage 1 passes all, candidate threshold 0; GFP's windows need every
+    transfer, not a screened few); ours, where the model reads only their one-hop part, kept per
+    account over the store's history and the candidates (:func:`evidence_graph.account_features.
+    account_feature_rows`), else from the graph, candidate by candidate."""
+    from auditflow.features import ONE_HOP_GRAPH_FEATURES
+    from evidence_graph import graph_features
+    from evidence_graph.account_features import account_feature_rows
     from evidence_graph.gfp_features import gfp_feature_matrix
     from pipelines.features import event_order
 
     names = cascade.graph_feature_names if cascade.deep is not None else ()
     gfp = [n for n in names if n.startswith("gfp_")]
+    mine = [n for n in names if not n.startswith("gfp_")]
+    if mine and set(mine) <= set(ONE_HOP_GRAPH_FEATURES):
+        evs = [ev for ev, _ in candidates]
+        one_hop = {ev.event_id: row for ev, row in zip(evs, account_feature_rows(evs, store), strict=True)}
+
+        def ours(ev: TransactionEvent) -> dict[str, float]:
+            return dict(one_hop[ev.event_id])
+    else:
+
+        def ours(ev: TransactionEvent) -> dict[str, float]:
+            return graph_features(store, ev)
+
     if not gfp:
-        return (lambda ev: dict(ours(ev))) if names else (lambda ev: {})
+        return ours if names else (lambda ev: {})
     if cascade.candidate_threshold > 0:
         raise ConfigError(
             f"the model reads GFP features, which need every event, but its stage 1 screens events "
@@ -891,7 +920,7 @@ def deep_graph_features(
     rows = {
         ev.event_id: dict(zip(gfp, row, strict=True)) for ev, row in zip(ordered, matrix[:, cols].tolist(), strict=True)
     }
-    if len(gfp) == len(names):
+    if not mine:
         return lambda ev: rows[ev.event_id]
     return lambda ev: {**ours(ev), **rows[ev.event_id]}
 

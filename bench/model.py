@@ -12,10 +12,12 @@ The third-party sets come from ``python bench/datasets/build.py --source all --s
     60/20/20 split, each model's threshold chosen on validation, then trained again on train +
     validation and measured once on test: ``baseline`` (the transfer's own fields), ``stream``,
     ``graph`` (stream + our graph features), ``gfp`` (the transfer's fields + IBM's Graph Feature
-    Preprocessor: the public AMLworld recipe, our reference), ``gfp_stream`` and ``gfp_graph``.
+    Preprocessor: the public AMLworld recipe, our reference), ``gfp_stream``, ``gfp_one_hop``
+    (stream + our one-hop graph features + GFP) and ``gfp_graph``.
     Beside them the **deployed model**: what ``auditflow train`` saves and the stream scores with
-    (:func:`model_service.training.train_cascade` with ``screen=False``, as
-    :func:`auditflow_app.flow.train` calls it), its test F1 and PR-AUC computed here from its
+    (:func:`model_service.training.train_cascade` with ``screen=False`` on stream, one-hop graph and
+    GFP features, as :func:`auditflow_app.flow.train` calls it; the one-hop columns are taken from
+    the set's graph features, which ``AccountFeatures`` gives exactly: tested), its test F1 and PR-AUC computed here from its
     scores, whether it is the model evaluate measured (same digest), and its deep-path share where
     it screens (0: one model scoring every event). Each figure is a mean over the seeds, per source
     (its sd beside it).
@@ -52,20 +54,27 @@ import numpy as np  # noqa: E402
 
 def _deployed(p, seed: int):
     """The model ``auditflow train`` deploys from this set (:func:`auditflow_app.flow.train`: the
-    cascade trained with ``screen=False`` on stream + GFP features, one model scoring every event),
-    and its test figures computed here from its own scores (sklearn's metrics, not the training
-    report's)."""
+    cascade trained with ``screen=False`` on stream + one-hop graph + GFP features, one model scoring
+    every event), and its test figures computed here from its own scores (sklearn's metrics, not the
+    training report's)."""
     from sklearn.metrics import average_precision_score, f1_score
 
-    from auditflow.features import FEATURE_NAMES
+    from auditflow.features import (
+        FEATURE_NAMES,
+        GRAPH_FEATURE_DESCRIPTIONS,
+        GRAPH_FEATURE_NAMES,
+        ONE_HOP_GRAPH_FEATURES,
+    )
     from evidence_graph.gfp_features import gfp_feature_descriptions
     from model_service.evaluation import EVAL_PARAMS
     from model_service.training import temporal_split, train_cascade
 
     with_features = [(ev, dict(zip(FEATURE_NAMES, row, strict=True))) for ev, row in zip(p.events, p.raw.tolist(),
                                                                                           strict=True)]
-    cascade, report = train_cascade(with_features, lambda ev: {}, p.reference_names, gfp_feature_descriptions(),
-                                    seed=seed, screen=False, deep_params=EVAL_PARAMS, graph_matrix=p.reference)
+    graph = np.hstack([p.graph[:, [GRAPH_FEATURE_NAMES.index(n) for n in ONE_HOP_GRAPH_FEATURES]], p.reference])
+    cascade, report = train_cascade(with_features, lambda ev: {}, (*ONE_HOP_GRAPH_FEATURES, *p.reference_names),
+                                    {**GRAPH_FEATURE_DESCRIPTIONS, **gfp_feature_descriptions()}, seed=seed,
+                                    screen=False, deep_params=EVAL_PARAMS, graph_matrix=graph)
     _, _, te = temporal_split(p.events)
     y = np.array([p.events[i].is_laundering for i in te.tolist()], dtype=np.int64)
     passed = cascade.is_candidate(cascade.fast_score_batch(p.raw[te]))
@@ -73,10 +82,10 @@ def _deployed(p, seed: int):
     idx = te[passed]
     if idx.size:
         scores[passed] = cascade.alert_model.predict_proba(np.hstack([cascade.input_map.matrix(p.raw[idx]),
-                                                                      p.reference[idx]]))
+                                                                      graph[idx]]))
     flags = passed & (scores >= cascade.alert_threshold)
     screened = cascade.candidate_threshold > 0  # a cascade that screens: its deep-path share counts
-    return cascade, report, {
+    return cascade, graph, {
         "f1": float(f1_score(y, flags, zero_division=0)),
         "pr_auc": float(average_precision_score(y, scores)),
         "deep_path_share": float(passed.mean()) if screened else 0.0,
@@ -150,9 +159,9 @@ def main() -> None:
                 print(f"  {p.name}: {len(p.events):,} transfers: skipped ({e})")
                 skipped.append(p.name)
                 continue
-            cascade, creport, dep = _deployed(p, seed)
+            cascade, graph, dep = _deployed(p, seed)
             if first is None:
-                first = (p, rep, cascade)
+                first = (p, rep, cascade, graph)
             n_test = rep.split_events["test"]
             print(f"  {p.name}: {len(p.events):,} transfers, {rep.split_positives['test']} laundering in test of "
                   f"{n_test:,}; prepared in {prep_s:.0f} s (features: stream {p.seconds['stream']:.0f} s, ours "
@@ -178,7 +187,7 @@ def main() -> None:
     head_rows = []
     for source, fig in per.items():
         m = {k: _mean_sd(v) for k, v in fig.items()}
-        cols = ("baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph", "deployed")
+        cols = ("baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_one_hop", "gfp_graph", "deployed")
         print(f"    {source:<17} " + "  ".join(f"{c} {m[c + '.f1'][0]:.3f} ({m[c + '.f1'][1]:.3f})" for c in cols))
         gfp, base, dep = m["gfp.f1"][0], m["baseline.f1"][0], m["deployed.f1"][0]
         head_rows.append({
@@ -192,9 +201,9 @@ def main() -> None:
     from model_service.scorer import GradientBoostedScorer
     from model_service.training import temporal_split
 
-    p, rep, cascade = first
+    p, rep, cascade, graph = first
     _, _, te = temporal_split(p.events)
-    X = np.hstack([cascade.input_map.matrix(p.raw), p.reference])
+    X = np.hstack([cascade.input_map.matrix(p.raw), graph])
     names = cascade.deep_feature_names
     one = GradientBoostedScorer.from_bytes(cascade.alert_model.to_bytes(), nthread=1)  # the same trees, one thread
     Xt = X[te][: 2000 if q else 5000]
@@ -215,7 +224,7 @@ def main() -> None:
     from model_service.service import CascadeScorer, create_app
 
     rows = [(p.events[i].event_id, dict(zip(FEATURE_NAMES, p.raw[i].tolist(), strict=True)),
-             dict(zip(p.reference_names, p.reference[i].tolist(), strict=True))) for i in te.tolist()]
+             dict(zip(cascade.graph_feature_names, graph[i].tolist(), strict=True))) for i in te.tolist()]
     batches = [rows[i:i + 100] for i in range(0, len(rows) - 99, 100)][: 30 if q else 100]
     scorer = CascadeScorer(cascade)
     times, embedded = [], []

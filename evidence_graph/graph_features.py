@@ -241,7 +241,8 @@ def graph_features(
     v["g_fwd_share_7d"] = float(paid) / float(snd_in) if snd_in > 0 else -1.0
     rcv_amounts = [e.received_cents for e in ins[rcv] if e.timestamp >= lo and e.src != rcv]
     v["g_rcv_in_usd_7d"] = float(sum(rcv_amounts)) / 100.0
-    v["g_rcv_in_amt_cv_7d"] = _cv([*rcv_amounts, _cents(event.amount_received)]) if snd != rcv else _cv(rcv_amounts)
+    v["g_rcv_in_amt_cv_7d"] = (amount_cv([*rcv_amounts, _cents(event.amount_received)]) if snd != rcv
+                               else amount_cv(rcv_amounts))
     return {name: float(v[name]) for name in GRAPH_FEATURE_NAMES}
 
 
@@ -292,7 +293,7 @@ def _history_days(ins: Sequence[GraphEdge], outs: Sequence[GraphEdge], t: dateti
     return max(1.0, (t - first) / _DAY)
 
 
-def _cv(cents: Sequence[int]) -> float:
+def amount_cv(cents: Sequence[int]) -> float:
     """Coefficient of variation (population standard deviation / mean), 0.0 under two amounts."""
     n = len(cents)
     total = sum(cents)

@@ -14,7 +14,7 @@ alerts at ``Cascade.alert_threshold`` and explains each alert with exact TreeSHA
 features arrive as a callable ``graph_features_fn(event) -> {name: value}``, so this package
 does not import :mod:`evidence_graph`. What ``auditflow train`` deploys screens nothing
 (``train_cascade(screen=False)``: candidate threshold 0, every event to stage 2, the model on
-stream + GFP features fitted by :func:`~model_service.training.fit_validated`, the protocol
+stream, one-hop graph and GFP features fitted by :func:`~model_service.training.fit_validated`, the protocol
 :mod:`model_service.evaluation` measures every model with): no stream-only first stage kept 95% of
 laundering while passing 5% of events on the third-party sets.
 

@@ -13,6 +13,9 @@ Feature Preprocessor through :mod:`evidence_graph.gfp_features`), two more on th
 * ``gfp``: the transfer's own fields plus the reference features -- the public AMLworld recipe
   (XGBoost on the transaction's fields and GFP features);
 * ``gfp_stream``: stream plus reference features (ours without our graph features);
+* ``gfp_one_hop``: stream, our one-hop graph features (those that read only the two accounts' own
+  transfers, :data:`auditflow.features.ONE_HOP_GRAPH_FEATURES`, kept as the stream goes by
+  :class:`evidence_graph.account_features.AccountFeatures`) and reference features;
 * ``gfp_graph``: everything: stream, graph and reference features.
 
 Each is trained on the first 60% (by time) and its threshold chosen on the next 20% (the best
@@ -41,7 +44,13 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve
 
-from auditflow.features import BASELINE_FEATURES, GRAPH_FEATURE_NAMES, MODEL_FEATURE_DESCRIPTIONS, MODEL_STREAM_FEATURES
+from auditflow.features import (
+    BASELINE_FEATURES,
+    GRAPH_FEATURE_NAMES,
+    MODEL_FEATURE_DESCRIPTIONS,
+    MODEL_STREAM_FEATURES,
+    ONE_HOP_GRAPH_FEATURES,
+)
 from auditflow.records import TransactionEvent, ts_to_wire
 from model_service.scorer import BoosterParams, feature_matrix
 from model_service.training import (
@@ -61,7 +70,7 @@ SCREEN_RECALL = 0.95
 EVAL_PARAMS = BoosterParams(n_estimators=200, max_depth=6, scale_pos_weight=10.0)
 MODEL_NAMES = ("baseline", "stream", "graph")
 #: The models added when reference graph features are given.
-REFERENCE_MODEL_NAMES = ("gfp", "gfp_stream", "gfp_graph")
+REFERENCE_MODEL_NAMES = ("gfp", "gfp_stream", "gfp_one_hop", "gfp_graph")
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,7 @@ def evaluate_models(
     refit: bool = True,
     reference_rows: Sequence[Mapping[str, float]] | np.ndarray | None = None,
     reference_names: Sequence[str] = (),
+    one_hop_rows: Sequence[Mapping[str, float]] | np.ndarray | None = None,
 ) -> EvaluationReport:
     """Train and measure the three models (module docstring). ``stream_inputs`` are the models'
     stream inputs per event (:func:`auditflow.features.model_inputs`), ``graph_rows`` the graph
@@ -167,10 +177,15 @@ def evaluate_models(
     :data:`~auditflow.features.MODEL_STREAM_FEATURES` and :data:`~auditflow.features.GRAPH_FEATURE_NAMES`
     order); with ``reference_rows`` (columns
     ``reference_names``, aligned too: dicts, or an ``(n, len(reference_names))`` array) also the
-    ``gfp``, ``gfp_stream`` and ``gfp_graph`` models. ``graph_rows=None``: the models without
-    our graph features only (``baseline``, ``stream``, and ``gfp``, ``gfp_stream``)."""
+    ``gfp``, ``gfp_stream``, ``gfp_one_hop`` and ``gfp_graph`` models. ``graph_rows=None``: the
+    models without our graph features only (``baseline``, ``stream``, and ``gfp``, ``gfp_stream``),
+    and ``gfp_one_hop`` where ``one_hop_rows`` gives its columns
+    (:data:`~auditflow.features.ONE_HOP_GRAPH_FEATURES`; with ``graph_rows`` they are taken from
+    there)."""
     if not (len(events) == len(stream_inputs) == (len(events) if graph_rows is None else len(graph_rows))):
         raise ValueError("events, stream_inputs and graph_rows must be aligned (same length)")
+    if one_hop_rows is not None and len(one_hop_rows) != len(events):
+        raise ValueError("one_hop_rows must be aligned with events (same length)")
     if reference_rows is not None and (len(reference_rows) != len(events) or not reference_names):
         raise ValueError("reference_rows must be aligned with events and name their columns (reference_names)")
     if budget_per_10k <= 0:
@@ -185,6 +200,10 @@ def evaluate_models(
             raise untrainable(name, int(idx.size), ts_to_wire(times[0]), ts_to_wire(times[-1]), counts)
     S = _matrix(stream_inputs, MODEL_STREAM_FEATURES, "stream_inputs")
     G = None if graph_rows is None else _matrix(graph_rows, GRAPH_FEATURE_NAMES, "graph_rows")
+    if G is not None:
+        H: np.ndarray | None = G[:, [GRAPH_FEATURE_NAMES.index(n) for n in ONE_HOP_GRAPH_FEATURES]]
+    else:
+        H = None if one_hop_rows is None else _matrix(one_hop_rows, ONE_HOP_GRAPH_FEATURES, "one_hop_rows")
     base_cols = [MODEL_STREAM_FEATURES.index(n) for n in BASELINE_FEATURES]
     sets = {
         "baseline": (BASELINE_FEATURES, S[:, base_cols]),
@@ -196,6 +215,9 @@ def evaluate_models(
         R = _matrix(reference_rows, tuple(reference_names), "reference_rows")
         sets["gfp"] = ((*BASELINE_FEATURES, *reference_names), np.hstack([S[:, base_cols], R]))
         sets["gfp_stream"] = ((*MODEL_STREAM_FEATURES, *reference_names), np.hstack([S, R]))
+        if H is not None:
+            sets["gfp_one_hop"] = ((*MODEL_STREAM_FEATURES, *ONE_HOP_GRAPH_FEATURES, *reference_names),
+                                   np.hstack([S, H, R]))
         if G is not None:
             sets["gfp_graph"] = ((*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *reference_names),
                                  np.hstack([S, G, R]))

@@ -1,18 +1,20 @@
 """The deployed model is the measured one: what ``auditflow train`` saves is the model a separate
-``auditflow evaluate`` run on the same file and seed measures as ``gfp_stream`` (same digest), it
-scores every event, and the deep path gives it the GFP features the file's events give in order."""
+``auditflow evaluate`` run on the same file and seed measures as ``gfp_one_hop`` (same digest), it
+scores every event, and the deep path gives it the GFP features the file's events give in order and
+the one-hop graph features the graph of the file's events gives."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 
-import numpy as np
 from typer.testing import CliRunner
 
+from auditflow.features import ONE_HOP_GRAPH_FEATURES
 from auditflow.records import TransactionEvent
 from auditflow_app import cli
 from auditflow_app.flow import DEPLOYED_MODEL
+from evidence_graph import NetworkxGraphStore, graph_features
 from evidence_graph.gfp_features import gfp_feature_matrix
 from ingest.amlworld import read_transactions
 from model_service.training import Cascade
@@ -25,7 +27,10 @@ def test_train_saves_the_model_evaluate_measures(trained, tmp_path):
     deep_file = trained.model_dir / manifest["deep"]["file"]
     deployed_digest = hashlib.sha256(deep_file.read_bytes()).hexdigest()  # the saved bytes, hashed here
     assert manifest["candidate_threshold"] == 0.0  # stage 1 passes every event: one model scores all
-    assert all(n.startswith("gfp_") for n in manifest["graph_feature_names"])
+    names = manifest["graph_feature_names"]  # our one-hop graph features, then GFP's
+    assert names[: len(ONE_HOP_GRAPH_FEATURES)] == list(ONE_HOP_GRAPH_FEATURES)
+    gfp = names[len(ONE_HOP_GRAPH_FEATURES) :]
+    assert gfp and all(n.startswith("gfp_") for n in gfp)
 
     out = tmp_path / "eval"
     result = runner.invoke(cli.app, ["evaluate", str(trained.csv), "--seeds", "3", "--out", str(out), "--json"])
@@ -41,9 +46,11 @@ def test_train_saves_the_model_evaluate_measures(trained, tmp_path):
     assert report["evaluation"]["models"][DEPLOYED_MODEL]["digest"] == measured["digest"]
 
 
-def test_the_deep_path_scores_every_event_on_its_gfp_rows(model_dir, tmp_path, monkeypatch):
+def test_the_deep_path_scores_every_event_on_its_graph_rows(model_dir, tmp_path, monkeypatch):
     """A run's alerts carry the model's inputs: their GFP columns are the rows GFP gives the run's
-    events fed in event order (computed here from the file), and every event went to the deep path."""
+    events fed in event order (computed here from the file), their one-hop columns what
+    ``graph_features`` gives on a graph of the file's events (the run's graph is ``memory:``: no
+    history), and every event went to the deep path."""
     from reports.signing import generate_key_file
 
     gen = runner.invoke(cli.app, ["generate", "--out", str(tmp_path), "--accounts", "150", "--days", "2",
@@ -66,9 +73,15 @@ def test_the_deep_path_scores_every_event_on_its_gfp_rows(model_dir, tmp_path, m
     row_of = {e.event_id: i for i, e in enumerate(ordered)}
     alerts = [json.loads(x) for x in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()]
     assert alerts, "the model alerted on nothing: nothing to compare"
-    cols = [names.index(n) for n in cascade.graph_feature_names]
+    gfp = [n for n in cascade.graph_feature_names if n.startswith("gfp_")]
+    cols = [names.index(n) for n in gfp]
+    graph = NetworkxGraphStore()
+    graph.add_transactions(events)
+    by_id = {e.event_id: e for e in events}
     for a in alerts:
         feats = dict(a["features"])
-        got = np.array([feats[n] for n in cascade.graph_feature_names])
-        assert got.tolist() == matrix[row_of[a["event"]["event_id"]], cols].tolist()
+        assert [feats[n] for n in gfp] == matrix[row_of[a["event"]["event_id"]], cols].tolist()
+        mine = graph_features(graph, by_id[a["event"]["event_id"]])
+        assert {n: feats[n] for n in ONE_HOP_GRAPH_FEATURES} == {n: mine[n] for n in ONE_HOP_GRAPH_FEATURES}
         assert a["score"] >= cascade.alert_threshold
+    assert any(dict(a["features"])["g_rcv_in_cp_24h"] > 0 for a in alerts)  # the run's graph counts

@@ -57,7 +57,8 @@ def test_several_sets_and_seeds_give_per_set_and_pooled_figures(history, tmp_pat
                 got.setdefault("precision_at_budget", []).append(m["precision_at_budget"])
                 got.setdefault("alerts_per_10k", []).append(10_000 * m["test"]["flagged"] / n_test)
     # the field's reference recipe (GFP) and its combinations are in the same run
-    assert set(figures[first.stem]) == {"baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph"}
+    assert set(figures[first.stem]) == {"baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_one_hop",
+                                      "gfp_graph"}
     for name, models in figures.items():
         for model, figs in models.items():
             for fig, values in figs.items():
@@ -77,7 +78,7 @@ def test_several_sets_and_seeds_give_per_set_and_pooled_figures(history, tmp_pat
     graph_pooled = next(line for line in lines if "pooled" in line and " graph " in line)
     f1 = summary["pooled"]["graph"]["f1"]
     assert f"{f1['mean']:.3f} +- {f1['sd']:.3f}" in graph_pooled
-    assert sum(first.stem in line for line in lines) == 6 and sum(second.stem in line for line in lines) == 6
+    assert sum(first.stem in line for line in lines) == 7 and sum(second.stem in line for line in lines) == 7
 
 
 @pytest.mark.parametrize("seeds", ["3,x", "3,3", ","])

@@ -14,10 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditflow.features import GRAPH_SHAPE_MINUTES, GRAPH_WINDOWS
+from auditflow.features import GRAPH_SHAPE_MINUTES, GRAPH_WINDOWS, MULTI_HOP_GRAPH_FEATURES, ONE_HOP_GRAPH_FEATURES
+from auditflow.limits import GRAPH_FEATURE_NEIGHBOR_CAP
 from auditflow.money import Money, usd_cents
 from auditflow.records import TransactionEvent
 from evidence_graph import GRAPH_FEATURE_DESCRIPTIONS, GRAPH_FEATURE_NAMES, NetworkxGraphStore, graph_features
+from evidence_graph.account_features import AccountFeatures, account_feature_rows
 from evidence_graph.graph_features import CYCLE_FANOUT_CAP, graph_feature_rows
 from evidence_graph.testing import cycle, gather_scatter, scatter_gather, tx
 from ingest.synthetic import generate
@@ -375,3 +377,102 @@ def test_a_sudden_fan_in_of_new_payers_stands_out_from_the_accounts_own_rate() -
     f = graph_features(store, tx("alert3", "S", "R3", t, amount=usd(50_000)))
     assert f["g_rcv_in_cp_24h"] == 10 and f["g_rcv_in_cp_28d"] == 210 and f["g_rcv_in_cp_spike"] == pytest.approx(1.0)
     assert f["g_rcv_new_similar_payers_24h"] == 10  # every customer is new: the spike tells this one apart
+
+
+# ------------------------------------------------------------ the one-hop family, kept incrementally
+
+
+def account_rows(events: list[TransactionEvent], event: TransactionEvent, **kw) -> dict:
+    """``event``'s row from :class:`AccountFeatures` fed the events (and ``event``) in time order."""
+    feed = sorted({e.event_id: e for e in [*events, event]}.values(), key=lambda e: (e.timestamp, e.event_id))
+    rows = AccountFeatures(**kw).rows(feed)
+    return rows[[e.event_id for e in feed].index(event.event_id)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenario())
+def test_account_features_match_brute_force(case) -> None:
+    events, event = case
+    if event.event_id != "new":  # a stored event: its row is the one it gets where it stands
+        event = next(e for e in events if e.event_id == event.event_id)
+    got, want = account_rows(events, event), brute_force(events, event)
+    assert list(got) == list(ONE_HOP_GRAPH_FEATURES)
+    ratios = {"g_rcv_in_amt_cv_7d", *(k for k in got if k.endswith("_spike"))}
+    assert {k: v for k, v in got.items() if k not in ratios} == {k: float(want[k]) for k in got if k not in ratios}
+    assert {k: got[k] for k in ratios} == pytest.approx({k: want[k] for k in ratios}, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenario(step=90, slots=24, passing=True, min_edges=12))
+def test_account_features_match_brute_force_on_dense_money_flows(case) -> None:
+    events, event = case
+    got, want = account_rows(events, event), brute_force(events, event)
+    for name in (
+        "g_snd_funding_in",
+        "g_gs_width",
+        "g_rcv_similar_payers_24h",
+        "g_snd_similar_payees_24h",
+        "g_rcv_new_similar_payers_24h",
+        "g_snd_new_similar_payees_24h",
+        "g_snd_in_usd_7d",
+    ):
+        assert got[name] == want[name], name
+
+
+@pytest.mark.parametrize(("profile", "cap"), [("default", GRAPH_FEATURE_NEIGHBOR_CAP), ("default", 6), ("slow", 12)])
+def test_account_features_equal_the_stores_on_generated_data(profile, cap) -> None:
+    # 35 days, so the 28-day windows fill; a small cap makes busy accounts saturate (earliest first)
+    ds = generate(accounts=80, days=35, laundering_rate=0.02, seed=11, profile=profile)
+    events = sorted(ds.events, key=lambda e: (e.timestamp, e.source_offset))
+    rows = AccountFeatures(neighbor_cap=cap).rows(events)
+    store = NetworkxGraphStore()
+    store.add_transactions(events)  # the whole graph: a feature sees only strictly earlier minutes
+    picked = sorted(random.Random(cap).sample(range(len(events)), 250)) + list(range(len(events) - 50, len(events)))
+    for i in picked:
+        want = graph_features(store, events[i], neighbor_cap=cap)
+        assert rows[i] == {k: want[k] for k in ONE_HOP_GRAPH_FEATURES}, events[i].event_id
+    busiest = max(max(r["g_rcv_in_cp_28d"], r["g_snd_out_cp_28d"]) for r in rows)
+    assert busiest == cap if cap < 20 else busiest >= 20  # a small cap saturates; the big one is not reached
+
+
+def test_account_features_carry_over_calls_and_refuse_an_earlier_transfer() -> None:
+    events = [tx(f"e{i}", f"N{i % 3}", f"N{(i + 1) % 4}", 30 * i) for i in range(12)]
+    whole = AccountFeatures().rows(events)
+    parts = AccountFeatures()
+    assert parts.rows(events[:5]) + parts.rows(events[5:]) == whole
+    assert whole[11]["g_rcv_in_cp_24h"] > 0
+    with pytest.raises(ValueError, match=r"^timestamp=2022-09-01T00:00:00: earlier than a transfer already fed"):
+        parts.rows([events[0]])
+    with pytest.raises(ValueError, match="neighbor_cap=0"):
+        AccountFeatures(neighbor_cap=0)
+
+
+def test_the_graph_features_split_into_one_hop_and_multi_hop() -> None:
+    assert set(ONE_HOP_GRAPH_FEATURES).isdisjoint(MULTI_HOP_GRAPH_FEATURES)
+    assert sorted(ONE_HOP_GRAPH_FEATURES + MULTI_HOP_GRAPH_FEATURES) == sorted(GRAPH_FEATURE_NAMES)
+    assert "g_cycle_len" in MULTI_HOP_GRAPH_FEATURES and "g_gs_width" in ONE_HOP_GRAPH_FEATURES
+
+
+def test_account_feature_rows_read_the_stores_history_and_the_events_themselves() -> None:
+    # the deep path's view: a store holding earlier days (and perhaps the run's events), the run's
+    # events given in any order; each row is graph_features' one-hop part over the whole graph
+    ds = generate(accounts=60, days=33, laundering_rate=0.02, seed=4)
+    events = sorted(ds.events, key=lambda e: (e.timestamp, e.source_offset))
+    cut = next(i for i, e in enumerate(events) if e.timestamp >= events[0].timestamp + timedelta(days=30))
+    history, run = events[:cut], events[cut:]
+    whole = NetworkxGraphStore()
+    whole.add_transactions(events)
+    want = [{k: graph_features(whole, e)[k] for k in ONE_HOP_GRAPH_FEATURES} for e in run]
+    shuffled = list(range(len(run)))
+    random.Random(1).shuffle(shuffled)
+    only_history = NetworkxGraphStore()
+    only_history.add_transactions(history)
+    for store in (whole, only_history):
+        got = account_feature_rows([run[i] for i in shuffled], store)
+        assert got == [want[i] for i in shuffled]
+    assert any(w["g_snd_out_cp_28d"] > 5 for w in want)  # the history counts
+    # without the store, the run's own events only
+    alone = NetworkxGraphStore()
+    alone.add_transactions(run)
+    assert account_feature_rows(run) == [{k: graph_features(alone, e)[k] for k in ONE_HOP_GRAPH_FEATURES} for e in run]
+    assert account_feature_rows([]) == []

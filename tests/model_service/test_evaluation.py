@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
-from auditflow.features import BASELINE_FEATURES, GRAPH_FEATURE_NAMES, MODEL_STREAM_FEATURES, model_inputs
+from auditflow.features import (
+    BASELINE_FEATURES,
+    GRAPH_FEATURE_NAMES,
+    MODEL_STREAM_FEATURES,
+    ONE_HOP_GRAPH_FEATURES,
+    model_inputs,
+)
 from evidence_graph.graph_features import graph_feature_rows
 from ingest.synthetic import generate
 from model_service import BinaryMetrics, temporal_split
@@ -125,7 +131,8 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
     names = ("ref_sender_so_far", "ref_constant")
     report = evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=reference,
                              reference_names=names)
-    assert [m.name for m in report.models] == ["baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_graph"]
+    assert [m.name for m in report.models] == ["baseline", "stream", "graph", "gfp", "gfp_stream", "gfp_one_hop",
+                                               "gfp_graph"]
     train, validation, test = temporal_split(events)
     y = np.array([e.is_laundering for e in events], dtype=np.int64)
     S = feature_matrix(stream, MODEL_STREAM_FEATURES)
@@ -134,6 +141,8 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
     G = feature_matrix(graph, GRAPH_FEATURE_NAMES)
     for model_name, cols, X in (("gfp", (*BASELINE_FEATURES, *names), np.hstack([base, R])),
                                 ("gfp_stream", (*MODEL_STREAM_FEATURES, *names), np.hstack([S, R])),
+                                ("gfp_one_hop", (*MODEL_STREAM_FEATURES, *ONE_HOP_GRAPH_FEATURES, *names),
+                                 np.hstack([S, feature_matrix(graph, ONE_HOP_GRAPH_FEATURES), R])),
                                 ("gfp_graph", (*MODEL_STREAM_FEATURES, *GRAPH_FEATURE_NAMES, *names),
                                  np.hstack([S, G, R]))):
         first = GradientBoostedScorer(cols, SMALL).fit(X[train], y[train], seed=3)
@@ -150,10 +159,18 @@ def test_reference_features_add_the_gfp_models_fitted_on_their_columns(default_d
                         reference_names=names)
     with pytest.raises(ValueError, match="reference_rows"):
         evaluate_models(events, stream, graph, seed=3, params=SMALL, reference_rows=R[:, :1], reference_names=names)
-    # without our graph features: the four models that do not use them, each fitted as above
-    # (the model `train` deploys, gfp_stream, among them: the demo trains it so)
+    # without our graph features: the four models that do not use them, each fitted as above, and
+    # gfp_one_hop (the model `train` deploys) where its columns come alone, as the demo trains it
     lean = evaluate_models(events, stream, None, seed=3, params=SMALL, reference_rows=R, reference_names=names)
     assert [m.name for m in lean.models] == ["baseline", "stream", "gfp", "gfp_stream"]
+    one_hop = [{k: r[k] for k in ONE_HOP_GRAPH_FEATURES} for r in graph]
+    alone = evaluate_models(events, stream, None, seed=3, params=SMALL, reference_rows=R, reference_names=names,
+                            one_hop_rows=one_hop)
+    assert [m.name for m in alone.models] == ["baseline", "stream", "gfp", "gfp_stream", "gfp_one_hop"]
+    assert alone.model("gfp_one_hop").digest == report.model("gfp_one_hop").digest
+    with pytest.raises(ValueError, match="one_hop_rows"):
+        evaluate_models(events, stream, None, seed=3, params=SMALL, reference_rows=R, reference_names=names,
+                        one_hop_rows=one_hop[:-1])
     assert lean.to_dict()["lift"] is None  # no graph model: no lift to state
     for m in lean.models:
         assert m.digest == report.model(m.name).digest
