@@ -262,6 +262,7 @@ def prepare_data(
     """``graph=False``: without our graph features (the slow part: ~200 events/s on 2 cores on
     dense data), so without the models that use them, but with their one-hop part (kept per
     account, thousands of events/s), which the deployed model reads."""
+    from auditflow.features import ONE_HOP_GRAPH_FEATURES
     from evidence_graph.account_features import account_feature_rows
     from evidence_graph.gfp_features import gfp_feature_matrix
     from evidence_graph.graph_features import graph_feature_rows
@@ -272,7 +273,10 @@ def prepare_data(
     ordered = [ev for ev, _ in with_features]
     names, matrix = gfp_feature_matrix(ordered) if reference else ((), None)
     rows = graph_feature_rows(ordered) if graph else None
-    one_hop = account_feature_rows(ordered)
+    if rows is None:
+        one_hop: Sequence[Mapping[str, float]] = account_feature_rows(ordered)
+    else:  # the graph rows hold them already (the same values: tests/evidence_graph)
+        one_hop = [{n: r[n] for n in ONE_HOP_GRAPH_FEATURES} for r in rows]
     return PreparedData(ordered, len(rejects), with_features, rows, sha256_file(csv_path), names, matrix, one_hop)
 
 

@@ -40,16 +40,17 @@ from auditflow.limits import DEFAULT_WINDOW_MINUTES, GRAPH_FEATURE_NEIGHBOR_CAP,
 from auditflow.money import usd_cents
 from auditflow.records import TransactionEvent
 from auditflow.typologies import HOP_HORIZON, comparable, passes_on
-from evidence_graph.graph_features import amount_cv
+from evidence_graph.graph_features import NEW_LOOKBACK_MINUTES, amount_cv
 from evidence_graph.store import GraphEdge, GraphStore, to_micros
 
 __all__ = ["ONE_HOP_GRAPH_FEATURES", "AccountFeatures", "account_feature_rows"]
 
 _MIN = 60_000_000  # a minute in microseconds
 _DAY = 24 * 60 * _MIN
-#: The longest look back of any feature here: the 28-day degree window, which is also where "new"
-#: counterparties are looked for (7 days, none in the 21 before) -- as ``graph_features`` queries.
-_LOOKBACK = max(max(m for _, m in GRAPH_WINDOWS), 28 * 24 * 60, GRAPH_SHAPE_MINUTES) * _MIN
+#: Where "new" counterparties are looked for (7 days, none in the 21 before), as ``graph_features``
+#: does; and the longest look back of any feature here, as ``graph_features`` queries.
+_NEW_LOOKBACK = NEW_LOOKBACK_MINUTES * _MIN
+_LOOKBACK = max(max(m for _, m in GRAPH_WINDOWS), NEW_LOOKBACK_MINUTES, GRAPH_SHAPE_MINUTES) * _MIN
 _WINDOWS = tuple((s, m * _MIN) for s, m in GRAPH_WINDOWS)
 _SHAPE = GRAPH_SHAPE_MINUTES * _MIN
 _WEEK = LONG_WINDOW_MINUTES * _MIN
@@ -166,15 +167,9 @@ class AccountFeatures:
                 )
             self._last = t
             self._reveal(t - _MIN)
-            out.append(self._features(ev, t))
-            self._add(
-                t,
-                ev.event_id,
-                ev.sender.node_id,
-                ev.receiver.node_id,
-                usd_cents(ev.amount_paid),
-                usd_cents(ev.amount_received),
-            )
+            paid, got = usd_cents(ev.amount_paid), usd_cents(ev.amount_received)
+            out.append(self._features(ev.sender.node_id, ev.receiver.node_id, t, paid, got))
+            self._add(t, ev.event_id, ev.sender.node_id, ev.receiver.node_id, paid, got)
         return out
 
     def add_edges(self, edges: Iterable[GraphEdge]) -> None:
@@ -214,8 +209,8 @@ class AccountFeatures:
             side = index[node] = _Side()
         return side
 
-    def _features(self, ev: TransactionEvent, t: int) -> dict[str, float]:
-        snd, rcv = ev.sender.node_id, ev.receiver.node_id
+    def _features(self, snd: str, rcv: str, t: int, paid: int, got: int) -> dict[str, float]:
+        """The row of a transfer ``snd -> rcv`` at ``t`` of ``paid`` and ``got`` US cents."""
         start_all, cap = t - _LOOKBACK, self.cap
         sides = {  # (side, node): the account's transfers in the lookback, the cap applied
             (way, who): (side, *side.view(start_all, cap))
@@ -231,12 +226,11 @@ class AccountFeatures:
         for (way, who), (side, i, j, capped) in sides.items():
             for s, width in _WINDOWS:
                 v[f"g_{who}_{way}_cp_{s}"] = side.distinct_since(node[who], t - width, i, j, capped)
-        week, before = t - _WEEK, t - _LOOKBACK
+        week, before = t - _WEEK, t - _NEW_LOOKBACK
         v["g_rcv_new_payers_7d"] = _new_since(*sides["in", "rcv"], rcv, week, before)
         v["g_snd_new_payees_7d"] = _new_since(*sides["out", "snd"], snd, week, before)
 
         lo = t - _SHAPE
-        paid, got = usd_cents(ev.amount_paid), usd_cents(ev.amount_received)
         s_in, si, sj, s_in_capped = sides["in", "snd"]
         s_out, oi, oj, s_out_capped = sides["out", "snd"]
         r_in, ri, rj, r_in_capped = sides["in", "rcv"]

@@ -90,7 +90,8 @@ _cents = lru_cache(maxsize=1 << 18)(usd_cents)  # Money is immutable: its cents 
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
 _LONGEST = max(m for _, m in GRAPH_WINDOWS)
-_NEW_LOOKBACK = 28 * 24 * 60  # "new" in the 7-day window: not seen in the 21 days before it
+#: "New" in the 7-day window: not seen in the 21 days before it, so 28 days back in all (minutes).
+NEW_LOOKBACK_MINUTES = 28 * 24 * 60
 _SHAPE = GRAPH_SHAPE_MINUTES
 
 
@@ -119,7 +120,7 @@ def graph_features(
     end = t - _MINUTE  # strictly earlier minutes only
     snd, rcv = event.sender.node_id, event.receiver.node_id
     ends = sorted({snd, rcv})
-    longest = max(_LONGEST, _NEW_LOOKBACK, shape)
+    longest = max(_LONGEST, NEW_LOOKBACK_MINUTES, shape)
     start_all = t - timedelta(minutes=longest)
     outs = store.neighbors_batch(ends, "out", start_all, end, neighbor_cap)
     ins = store.neighbors_batch(ends, "in", start_all, end, neighbor_cap)
@@ -130,7 +131,7 @@ def graph_features(
         v[f"g_snd_in_cp_{s}"] = len(_others(ins[snd], snd, "in", lo))
         v[f"g_rcv_in_cp_{s}"] = len(_others(ins[rcv], rcv, "in", lo))
         v[f"g_rcv_out_cp_{s}"] = len(_others(outs[rcv], rcv, "out", lo))
-    week, before = t - timedelta(minutes=LONG_WINDOW_MINUTES), t - timedelta(minutes=_NEW_LOOKBACK)
+    week, before = t - timedelta(minutes=LONG_WINDOW_MINUTES), t - timedelta(minutes=NEW_LOOKBACK_MINUTES)
     old_payers = {e.src for e in ins[rcv] if before <= e.timestamp < week}
     old_payees = {e.dst for e in outs[snd] if before <= e.timestamp < week}
     v["g_rcv_new_payers_7d"] = len(_others(ins[rcv], rcv, "in", week) - old_payers)
